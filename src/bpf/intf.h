@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * scx_sisutil: everything shared between the BPF scheduler and the Rust
+ * loader (through bindgen). One source of truth for names and sizes.
+ */
+#ifndef __SISUTIL_INTF_H
+#define __SISUTIL_INTF_H
+
+#ifndef __VMLINUX_H__
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef signed char s8;
+typedef short s16;
+typedef int s32;
+typedef long long s64;
+#endif
+
+enum sis_consts {
+	MAX_CPUS		= 512,
+	MAX_LLCS		= 64,
+	MAX_SMT			= 4,	/* hardware threads per core */
+	SCHED_CAPACITY		= 1024,
+	NSEC_PER_USEC		= 1000,
+	NSEC_PER_MSEC		= 1000000,
+	/* the loader's default util/depth update period, see util.rs */
+	DEFAULT_INTERVAL_MS	= 20,
+	DEFAULT_SLICE_US	= 5000,
+	DEFAULT_IMBALANCE_PCT	= 117,
+	/* SIS_PROP (6.6 fair.c): sysctl_sched_migration_cost, the cap of avg_idle is 2x this */
+	SIS_PROP_MAX_IDLE_BALANCE_COST = 500000,
+	SIS_PROP_MIN_NR		= 4,
+	/* The scheduler asks the loader to restart (CPU hotplug), as scx_utils expects */
+	SIS_ECODE_RESTART	= 1 << 0,
+};
+
+/*
+ * Features: the kernel's sched_feat names. One u64 word, read on every
+ * decision; switched live by `scx_sisutil features`.
+ */
+enum sis_feature {
+	FEAT_SIS_UTIL		= 1ULL << 0,	/* seed 004: depth from the LLC util sum */
+	FEAT_SIS_PROP		= 1ULL << 1,	/* 6.6 fair.c: depth from avg_idle / avg_scan_cost */
+	FEAT_SIS_CORE		= 1ULL << 2,	/* fair.c: has_idle_cores + select_idle_core/smt */
+	FEAT_WA_IDLE_PREV	= 1ULL << 3,	/* seed 003: prev idle wins in wake_affine_idle */
+	FEAT_TTWU_QUEUE_DESCHED	= 1ULL << 4,	/* seed 001: wakee's CPU about to idle -> there */
+	FEAT_NEWIDLE_SKIP_IPI	= 1ULL << 5,	/* seed 000: idle CPU woken for nothing: no pull */
+	FEAT_KICK_SKIP_REDUNDANT = 1ULL << 6,	/* seed 002: read before atomic, wrap kick target */
+	FEAT_SIS_SMALL_LLC	= 1ULL << 7,	/* seed 004 thread: depth*32/weight for <=16 CPUs */
+	FEAT_WA_WEIGHT		= 1ULL << 8,	/* fair.c: wake_affine_weight load comparison */
+	FEAT_ALL		= (1ULL << 9) - 1,
+};
+
+/* Per-LLC counters (PERCPU_ARRAY, key = LLC index). See stats.rs for meanings. */
+enum sis_stat {
+	STAT_SEARCH,		/* select_cpu wake-up placements */
+	STAT_FAST,		/* target, prev or recent_used_cpu idle: no domain scan */
+	STAT_DOMAIN_SEARCH,	/* select_idle_cpu scans started */
+	STAT_DOMAIN_SCANNED,	/* CPUs examined by select_idle_cpu/core */
+	STAT_SCANNED,		/* every CPU examined, fast path included */
+	STAT_FAILED,		/* domain scans that found no idle CPU */
+	STAT_CORE_SEARCH,	/* scans looking for a whole idle core */
+	STAT_CORE_FAILED,	/* ... that found none (has_idle_cores cleared) */
+	STAT_SCAN_SKIPPED,	/* SIS_UTIL depth 0: no scan at all */
+	STAT_DEPTH_LIMITED,	/* scans ended by the depth (SIS_UTIL/SIS_PROP) */
+	STAT_WAKE_AFFINE,	/* wake_affine moved the target to this_cpu */
+	STAT_RECENT,		/* recent_used_cpu chosen */
+	STAT_SMT,		/* select_idle_smt: idle sibling of prev chosen */
+	STAT_HIT_SIS_UTIL,	/* decisions bounded by SIS_UTIL */
+	STAT_HIT_SIS_PROP,	/* decisions bounded by SIS_PROP */
+	STAT_HIT_SIS_CORE,	/* idle core found by select_idle_core */
+	STAT_HIT_WA_IDLE_PREV,	/* prev chosen by seed 003's check */
+	STAT_HIT_WA_WEIGHT,	/* this_cpu chosen by wake_affine_weight */
+	STAT_HIT_TTWU_QUEUE_DESCHED, /* wakee placed on its descheduling CPU */
+	STAT_HIT_NEWIDLE_SKIP_IPI, /* idle CPU woken for nothing skipped the pull */
+	STAT_HIT_KICK_SKIP_REDUNDANT, /* kick flag already set: atomic + IPI skipped */
+	STAT_ENQUEUE,		/* tasks queued on an LLC DSQ */
+	STAT_DIRECT,		/* tasks inserted straight to a CPU's local DSQ */
+	STAT_DISPATCH_LLC,	/* dispatches from the CPU's own LLC DSQ */
+	STAT_STEAL,		/* dispatches pulled from another LLC */
+	STAT_KICK,		/* idle CPUs kicked */
+	STAT_KICK_ATOMIC,	/* atomic writes to the kick-pending word */
+	STAT_NR,
+};
+
+/*
+ * Per-LLC shared context. nr_idle_scan and util_sum are written by the
+ * loader (only when they change, as Mel Gorman asked for in seed 004's
+ * review), has_idle_cores and avg_scan_cost by BPF. Cache-line aligned: it
+ * is read on every wake-up.
+ */
+struct llc_ctx {
+	u64 nr_idle_scan;	/* SIS_UTIL depth, 0..weight */
+	u64 util_sum;		/* sum of the LLC's CPU util (0..1024 each) */
+	u64 weight;		/* CPUs in the LLC */
+	u64 has_idle_cores;	/* sd_llc_shared->has_idle_cores */
+	u64 avg_scan_cost;	/* SIS_PROP: this_sd->avg_scan_cost (ns) */
+	u64 updates;		/* loader writes of nr_idle_scan */
+	u64 __pad[2];
+} __attribute__((aligned(64)));
+
+/* Per-CPU state, written only on (or for) that CPU. */
+struct cpu_ctx {
+	u64 idle_ns;		/* total time idle, ns (busy time = elapsed - this) */
+	u64 idle_start;		/* when it went idle, 0 while busy */
+	u64 avg_idle;		/* SIS_PROP: rq->avg_idle */
+	u64 wake_avg_idle;	/* SIS_PROP: rq->wake_avg_idle */
+	u64 wake_stamp;		/* SIS_PROP: rq->wake_stamp (jiffies) */
+	u64 util;		/* loader's PELT-like util (0..1024), for wake_affine_weight */
+	s32 last_pid;		/* last task that ran here (TTWU_QUEUE_DESCHED) */
+	u32 nr_queued;		/* tasks we inserted to its local DSQ not yet running */
+	u64 __pad;
+} __attribute__((aligned(64)));
+
+/*
+ * Topology, filled by the loader before load (rodata) and by the host tests
+ * (bss of the test object). CPUs of an LLC are listed in ascending id order
+ * in llc_cpus[llc_start[l] .. llc_start[l] + llc_nr[l]) so a scan can wrap
+ * from target + 1 like for_each_cpu_wrap().
+ */
+struct sis_topo {
+	u32 nr_cpu_ids;
+	u32 nr_llcs;
+	u32 smt;			/* any core has more than one thread */
+	u32 __pad;
+	s16 cpu_llc[MAX_CPUS];		/* -1: CPU not present (offline, hole) */
+	u16 cpu_llc_pos[MAX_CPUS];	/* index of the CPU within its LLC */
+	u16 cpu_nr_smt[MAX_CPUS];	/* threads of the CPU's core (>= 1) */
+	u16 cpu_smt[MAX_CPUS][MAX_SMT];	/* the core's threads, the CPU included */
+	u16 llc_start[MAX_LLCS];
+	u16 llc_nr[MAX_LLCS];
+	u16 llc_cpus[MAX_CPUS];
+	/* other LLCs, nearest first (same NUMA node first), for stealing */
+	u8 llc_steal[MAX_LLCS][MAX_LLCS];
+};
+
+/*
+ * Argument of the host test program (SEC("syscall"), BPF_PROG_TEST_RUN):
+ * one select_idle_sibling() call on a synthetic state. Inputs, then outputs.
+ */
+struct sis_test_args {
+	/* in */
+	u64 features;
+	s32 prev;
+	s32 target;
+	s32 recent;		/* recent_used_cpu, -1 none */
+	u32 has_idle_cores;	/* hint of target's LLC */
+	u32 depth;		/* nr of SIS_UTIL/SIS_PROP; ~0: unbounded */
+	u32 __pad;
+	u64 idle[MAX_CPUS / 64];	/* idle CPUs */
+	u64 allowed[MAX_CPUS / 64];	/* p->cpus_ptr */
+	/* out */
+	s32 cpu;		/* chosen CPU */
+	u32 has_idle_cores_out;
+	u64 cnt[STAT_NR];
+};
+
+#endif /* __SISUTIL_INTF_H */
