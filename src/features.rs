@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! The live-switchable policies: kernel sched_feat names, presets, `NO_X` parsing,
+//! and the pinned BPF map through which a running scheduler is switched.
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use std::path::Path;
+
+use crate::bpf_intf;
+
+/// Where the running scheduler pins its feature word (root-only, 0600).
+pub const PIN_DIR: &str = "/sys/fs/bpf/scx_sisutil";
+pub const PIN_PATH: &str = "/sys/fs/bpf/scx_sisutil/features";
+
+pub struct Feature {
+    pub name: &'static str,
+    pub bit: u64,
+    /// on in `--preset patched` (the kernel's defaults with every seed applied)
+    pub patched: bool,
+    /// on in `--preset vanilla` (each seed's baseline)
+    pub vanilla: bool,
+    pub help: &'static str,
+}
+
+pub const FEATURES: &[Feature] = &[
+    Feature {
+        name: "SIS_UTIL",
+        bit: bpf_intf::sis_feature_FEAT_SIS_UTIL as u64,
+        patched: true,
+        vanilla: false,
+        help: "seed 004: bound the LLC scan by nr_idle_scan, from the LLC's util sum",
+    },
+    Feature {
+        name: "SIS_PROP",
+        bit: bpf_intf::sis_feature_FEAT_SIS_PROP as u64,
+        patched: false,
+        vanilla: true,
+        help: "6.6 fair.c: legacy scan depth from avg_idle / avg_scan_cost (min 4)",
+    },
+    Feature {
+        name: "SIS_CORE",
+        bit: bpf_intf::sis_feature_FEAT_SIS_CORE as u64,
+        patched: true,
+        vanilla: true,
+        help: "fair.c: has_idle_cores hint, idle-core scan and idle SMT sibling of prev",
+    },
+    Feature {
+        name: "WA_IDLE_PREV",
+        bit: bpf_intf::sis_feature_FEAT_WA_IDLE_PREV as u64,
+        patched: true,
+        vanilla: false,
+        help: "seed 003: wake_affine_idle returns prev when it is idle",
+    },
+    Feature {
+        name: "WA_WEIGHT",
+        bit: bpf_intf::sis_feature_FEAT_WA_WEIGHT as u64,
+        patched: true,
+        vanilla: true,
+        help: "fair.c: wake_affine_weight compares this_cpu's and prev's utilization",
+    },
+    Feature {
+        name: "TTWU_QUEUE_DESCHED",
+        bit: bpf_intf::sis_feature_FEAT_TTWU_QUEUE_DESCHED as u64,
+        patched: true,
+        vanilla: false,
+        help: "seed 001: wakee's CPU is descheduling it and has nothing queued: place it there",
+    },
+    Feature {
+        name: "NEWIDLE_SKIP_IPI",
+        bit: bpf_intf::sis_feature_FEAT_NEWIDLE_SKIP_IPI as u64,
+        patched: true,
+        vanilla: false,
+        help: "seed 000: an idle CPU woken with no work for it does not pull from other LLCs",
+    },
+    Feature {
+        name: "KICK_SKIP_REDUNDANT",
+        bit: bpf_intf::sis_feature_FEAT_KICK_SKIP_REDUNDANT as u64,
+        patched: true,
+        vanilla: false,
+        help: "seed 002: read shared flags before writing them; kick targets wrap from this_cpu+1",
+    },
+    Feature {
+        name: "SIS_SMALL_LLC",
+        bit: bpf_intf::sis_feature_FEAT_SIS_SMALL_LLC as u64,
+        patched: false,
+        vanilla: false,
+        help: "seed 004 thread: for LLCs of <= 16 CPUs, depth * 32 / llc_weight",
+    },
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preset {
+    /// every seed policy on (SIS_UTIL, WA_IDLE_PREV, TTWU_QUEUE_DESCHED, NEWIDLE_SKIP_IPI, KICK_SKIP_REDUNDANT)
+    Patched,
+    /// each seed's baseline: SIS_PROP on, the seed policies off
+    Vanilla,
+}
+
+pub fn preset(p: Preset) -> u64 {
+    FEATURES
+        .iter()
+        .filter(|f| match p {
+            Preset::Patched => f.patched,
+            Preset::Vanilla => f.vanilla,
+        })
+        .fold(0, |w, f| w | f.bit)
+}
+
+pub fn valid_names() -> String {
+    FEATURES
+        .iter()
+        .map(|f| f.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Apply `X` (on) / `NO_X` (off) words, comma or space separated, to `word`.
+/// All names are checked before anything changes.
+pub fn apply<S: AsRef<str>>(mut word: u64, names: &[S]) -> Result<u64> {
+    let mut changes = vec![];
+    for raw in names.iter().flat_map(|s| s.as_ref().split(',')) {
+        let name = raw.trim();
+        if name.is_empty() {
+            continue;
+        }
+        let (on, base) = match name.strip_prefix("NO_") {
+            Some(b) => (false, b),
+            None => (true, name),
+        };
+        let Some(f) = FEATURES.iter().find(|f| f.name.eq_ignore_ascii_case(base)) else {
+            bail!(
+                "unknown feature '{name}' (valid: {}; prefix NO_ to turn one off)",
+                valid_names()
+            );
+        };
+        changes.push((f.bit, on));
+    }
+    for (bit, on) in changes {
+        if on {
+            word |= bit;
+        } else {
+            word &= !bit;
+        }
+    }
+    Ok(word)
+}
+
+#[cfg_attr(not(test), allow(dead_code))]
+pub fn is_on(word: u64, name: &str) -> bool {
+    FEATURES.iter().any(|f| f.name == name && word & f.bit != 0)
+}
+
+/// `NAME on|off` lines, the kernel's features file spelled out.
+pub fn describe(word: u64) -> String {
+    FEATURES
+        .iter()
+        .map(|f| {
+            format!(
+                "{:<20} {:<3}  {}\n",
+                f.name,
+                if word & f.bit != 0 { "on" } else { "off" },
+                f.help
+            )
+        })
+        .collect()
+}
+
+/// The kernel's own format: `SIS_UTIL NO_SIS_PROP ...`
+pub fn to_words(word: u64) -> Vec<String> {
+    FEATURES
+        .iter()
+        .map(|f| {
+            if word & f.bit != 0 {
+                f.name.to_string()
+            } else {
+                format!("NO_{}", f.name)
+            }
+        })
+        .collect()
+}
+
+fn open_pinned() -> Result<MapHandle> {
+    if !Path::new(PIN_PATH).exists() {
+        bail!("no running scx_sisutil found ({PIN_PATH} does not exist): start it with `sudo scx_sisutil`");
+    }
+    MapHandle::from_pinned_path(PIN_PATH).with_context(|| {
+        if unsafe { libc::geteuid() } != 0 {
+            "reading or switching features needs root (the feature map is root-only)".to_string()
+        } else {
+            format!("cannot open {PIN_PATH}")
+        }
+    })
+}
+
+pub fn read_live() -> Result<u64> {
+    let map = open_pinned()?;
+    let v = map
+        .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .context("reading the feature word")?
+        .context("feature word missing")?;
+    Ok(u64::from_ne_bytes(v[..8].try_into()?))
+}
+
+pub fn write_live(word: u64) -> Result<()> {
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("switching features needs root");
+    }
+    let map = open_pinned()?;
+    map.update(&0u32.to_ne_bytes(), &word.to_ne_bytes(), MapFlags::ANY)
+        .context("writing the feature word")
+}
+
+/// `scx_sisutil features [NAMES...]`
+pub fn features_main(names: &[String]) -> Result<()> {
+    let cur = read_live()?;
+    if names.is_empty() {
+        print!("{}", describe(cur));
+        return Ok(());
+    }
+    let new = apply(cur, names)?;
+    write_live(new)?;
+    for f in FEATURES {
+        if (cur ^ new) & f.bit != 0 {
+            println!(
+                "{} -> {}",
+                f.name,
+                if new & f.bit != 0 { "on" } else { "off" }
+            );
+        }
+    }
+    if cur == new {
+        println!("no change");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_match_issue_table() {
+        let p = preset(Preset::Patched);
+        for n in [
+            "SIS_UTIL",
+            "SIS_CORE",
+            "WA_IDLE_PREV",
+            "TTWU_QUEUE_DESCHED",
+            "NEWIDLE_SKIP_IPI",
+            "KICK_SKIP_REDUNDANT",
+        ] {
+            assert!(is_on(p, n), "{n} on in patched");
+        }
+        for n in ["SIS_PROP", "SIS_SMALL_LLC"] {
+            assert!(!is_on(p, n), "{n} off in patched");
+        }
+        let v = preset(Preset::Vanilla);
+        assert!(is_on(v, "SIS_PROP") && is_on(v, "SIS_CORE"));
+        for n in [
+            "SIS_UTIL",
+            "WA_IDLE_PREV",
+            "TTWU_QUEUE_DESCHED",
+            "NEWIDLE_SKIP_IPI",
+            "KICK_SKIP_REDUNDANT",
+        ] {
+            assert!(!is_on(v, n), "{n} off in vanilla");
+        }
+    }
+
+    #[test]
+    fn apply_on_off_and_errors() {
+        let w = apply(0, &["SIS_PROP,NO_SIS_UTIL", "sis_core"]).unwrap();
+        assert!(is_on(w, "SIS_PROP") && is_on(w, "SIS_CORE") && !is_on(w, "SIS_UTIL"));
+        let w2 = apply(w, &["NO_SIS_PROP"]).unwrap();
+        assert!(!is_on(w2, "SIS_PROP"));
+        let e = apply(w, &["SIS_PROP", "BOGUS"]).unwrap_err().to_string();
+        assert!(
+            e.contains("unknown feature 'BOGUS'") && e.contains("SIS_UTIL"),
+            "{e}"
+        );
+        assert_eq!(to_words(preset(Preset::Patched)).len(), FEATURES.len());
+    }
+
+    #[test]
+    fn bits_are_distinct_and_cover_all() {
+        let all = FEATURES.iter().fold(0u64, |w, f| {
+            assert_eq!(w & f.bit, 0, "{} overlaps", f.name);
+            w | f.bit
+        });
+        assert_eq!(all, bpf_intf::sis_feature_FEAT_ALL as u64);
+    }
+}

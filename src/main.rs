@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! scx_sisutil: the kernel's CFS wake-up placement and five kernel patches as
+//! live-switchable, measurable sched_ext policies.
+
+mod bpf_intf;
+mod bpf_skel;
+mod features;
+mod scheduler;
+#[cfg(test)]
+mod sis_model;
+mod stats;
+mod topology;
+mod util;
+
+use anyhow::{bail, Result};
+use clap::{Parser, Subcommand};
+use std::mem::MaybeUninit;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use features::Preset;
+
+const AFTER_HELP: &str = "\
+Features (kernel sched_feat names; NO_X turns X off):
+  SIS_UTIL, SIS_PROP, SIS_CORE, WA_IDLE_PREV, WA_WEIGHT, TTWU_QUEUE_DESCHED,
+  NEWIDLE_SKIP_IPI, KICK_SKIP_REDUNDANT, SIS_SMALL_LLC
+  `scx_sisutil features` lists them with their state on the running scheduler.
+
+Examples:
+  sudo scx_sisutil                              run with --preset patched
+  sudo scx_sisutil --preset vanilla --stats 1   the seeds' baselines, print stats each second
+  sudo scx_sisutil features NO_SIS_UTIL SIS_PROP switch live, no reload
+  sudo scx_sisutil monitor --json --count 5     SIS statistics of the running scheduler
+  scx_sisutil scan-table --llc-weight 112       the SIS_UTIL depth table of seed 004
+  tools/vm -- 'scx_sisutil & sleep 5; scx_sisutil monitor --count 1'   on a host without sched_ext";
+
+#[derive(Parser, Debug)]
+#[command(name = "scx_sisutil", version, about, after_help = AFTER_HELP, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    #[command(flatten)]
+    run: RunOpts,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run the scheduler (the default)
+    Run(RunOpts),
+    /// Print the running scheduler's SIS statistics every interval
+    Monitor(stats::MonitorOpts),
+    /// List the running scheduler's features, or switch them: `features NO_SIS_UTIL SIS_PROP`
+    Features {
+        /// X turns X on, NO_X off; comma or space separated
+        names: Vec<String>,
+    },
+    /// Print SIS_UTIL's scan depth for each utilization (seed 004's table)
+    ScanTable(util::ScanTableOpts),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunOpts {
+    /// Feature preset: patched = every seed policy on; vanilla = each seed's baseline
+    #[arg(long, value_enum, default_value_t = Preset::Patched)]
+    pub preset: Preset,
+    /// Features applied after the preset, e.g. SIS_PROP,NO_SIS_UTIL
+    #[arg(long, value_delimiter = ',')]
+    pub features: Vec<String>,
+    /// Time slice in microseconds (100..=100000)
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=100_000))]
+    pub slice_us: u64,
+    /// How often the loader samples CPU busy time and rewrites each LLC's scan
+    /// depth, in ms (1..=1000). 20 ms: well under PELT's 32 ms half-life and
+    /// within the kernel's LLC balance interval (about llc_weight ms)
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub interval_ms: u64,
+    /// imbalance_pct of the LLC domain: SIS_UTIL scans nothing at 100/pct utilization (100..=200)
+    #[arg(long, default_value_t = 117, value_parser = clap::value_parser!(u64).range(100..=200))]
+    pub imbalance_pct: u64,
+    /// Also print statistics every SECS seconds while running
+    #[arg(long, value_parser = stats::parse_interval)]
+    pub stats: Option<f64>,
+    /// Bytes of the kernel's debug dump on an error exit (0 = kernel default)
+    #[arg(long, default_value_t = 0)]
+    pub exit_dump_len: u32,
+    /// Describe every statistic and exit
+    #[arg(long)]
+    pub help_stats: bool,
+    /// More output (-vv: libbpf debug)
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+fn init_log(verbose: u8) {
+    let level = if verbose > 0 {
+        simplelog::LevelFilter::Debug
+    } else {
+        simplelog::LevelFilter::Info
+    };
+    let cfg = simplelog::ConfigBuilder::new()
+        .set_time_level(simplelog::LevelFilter::Off)
+        .set_target_level(simplelog::LevelFilter::Off)
+        .set_thread_level(simplelog::LevelFilter::Off)
+        .set_location_level(simplelog::LevelFilter::Off)
+        .build();
+    let _ = simplelog::TermLogger::init(
+        level,
+        cfg,
+        simplelog::TerminalMode::Stderr,
+        simplelog::ColorChoice::Never,
+    );
+}
+
+/// The checks a user deserves one clear line for, before libbpf says anything.
+fn preflight() -> Result<()> {
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("must run as root: a sched_ext scheduler is loaded through bpf() (try sudo)");
+    }
+    if !Path::new("/sys/kernel/sched_ext").exists() {
+        bail!(
+            "this kernel has no sched_ext (/sys/kernel/sched_ext is missing; needs CONFIG_SCHED_CLASS_EXT=y, Linux 6.12+); \
+             tools/vm runs scx_sisutil in a VM with a sched_ext kernel"
+        );
+    }
+    let state = std::fs::read_to_string("/sys/kernel/sched_ext/state").unwrap_or_default();
+    if state.trim() != "disabled" {
+        let ops = std::fs::read_to_string("/sys/kernel/sched_ext/root/ops").unwrap_or_default();
+        bail!(
+            "another sched_ext scheduler is already running ({}, state {})",
+            ops.trim(),
+            state.trim()
+        );
+    }
+    Ok(())
+}
+
+fn shutdown_flag() -> Result<Arc<AtomicBool>> {
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let s = shutdown.clone();
+    ctrlc::set_handler(move || s.store(true, Ordering::Relaxed))?;
+    Ok(shutdown)
+}
+
+fn run(opts: RunOpts) -> Result<()> {
+    if opts.help_stats {
+        return stats::help_stats();
+    }
+    let feat = features::apply(features::preset(opts.preset), &opts.features)?;
+    preflight()?;
+    scx_utils::try_set_rlimit_infinity();
+    let shutdown = shutdown_flag()?;
+
+    if let Some(secs) = opts.stats {
+        let s = shutdown.clone();
+        let mopts = stats::MonitorOpts {
+            interval: secs,
+            count: None,
+            json: false,
+        };
+        std::thread::spawn(move || {
+            if let Err(e) = stats::monitor(&mopts, &|| s.load(Ordering::Relaxed)) {
+                log::warn!("stats monitor: {e:#}");
+            }
+        });
+    }
+
+    let mut open_object = MaybeUninit::uninit();
+    let mut feat = feat;
+    loop {
+        let mut sched = scheduler::Scheduler::init(&opts, feat, &mut open_object)?;
+        let uei = sched.run(shutdown.clone())?;
+        if !uei.should_restart() {
+            break;
+        }
+        // a restart keeps the features the user switched live
+        feat = features::read_live().unwrap_or(feat);
+        drop(sched);
+        log::info!("restarting (CPU hotplug): re-reading the topology");
+    }
+    Ok(())
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let verbose = match &cli.cmd {
+        Some(Cmd::Run(o)) => o.verbose,
+        _ => cli.run.verbose,
+    };
+    init_log(verbose);
+    let res = match cli.cmd {
+        None => run(cli.run),
+        Some(Cmd::Run(o)) => run(o),
+        Some(Cmd::Monitor(o)) => {
+            shutdown_flag().and_then(|s| stats::monitor(&o, &|| s.load(Ordering::Relaxed)))
+        }
+        Some(Cmd::Features { names }) => features::features_main(&names),
+        Some(Cmd::ScanTable(o)) => util::scan_table_main(&o),
+    };
+    if let Err(e) = res {
+        eprintln!("scx_sisutil: error: {e:#}");
+        std::process::exit(1);
+    }
+}

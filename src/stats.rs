@@ -1,0 +1,443 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! Mel Gorman's SIS statistics (seed 004 quotes them), per interval and per LLC,
+//! served with scx_stats and printed by `scx_sisutil monitor`.
+
+use anyhow::{bail, Result};
+use scx_stats::prelude::*;
+use scx_stats_derive::{stat_doc, Stats};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use crate::bpf_intf as bi;
+
+pub const NR_STATS: usize = bi::sis_stat_STAT_NR as usize;
+pub type Counters = [u64; NR_STATS];
+
+/// Declares the counter fields once: Metrics' fields, their STAT_ index and description.
+macro_rules! counters {
+    ($mac:ident) => {
+        $mac! {
+            search: sis_stat_STAT_SEARCH, "select_cpu wake-up placements (select_idle_sibling calls)";
+            fast: sis_stat_STAT_FAST, "placed on target, prev or recent_used_cpu without a domain scan";
+            domain_search: sis_stat_STAT_DOMAIN_SEARCH, "LLC scans started (select_idle_cpu)";
+            domain_scanned: sis_stat_STAT_DOMAIN_SCANNED, "CPUs examined by LLC scans";
+            scanned: sis_stat_STAT_SCANNED, "CPUs examined in all, fast path included";
+            failed: sis_stat_STAT_FAILED, "LLC scans that found no idle CPU (incl. skipped ones)";
+            core_search: sis_stat_STAT_CORE_SEARCH, "scans for a whole idle core (has_idle_cores set)";
+            core_failed: sis_stat_STAT_CORE_FAILED, "idle-core scans that found none (hint cleared)";
+            scan_skipped: sis_stat_STAT_SCAN_SKIPPED, "scans not started: SIS_UTIL depth 0 (LLC overloaded)";
+            depth_limited: sis_stat_STAT_DEPTH_LIMITED, "scans cut short by the depth (SIS_UTIL or SIS_PROP)";
+            wake_affine: sis_stat_STAT_WAKE_AFFINE, "wake_affine moved the target to the waker's CPU";
+            recent: sis_stat_STAT_RECENT, "recent_used_cpu chosen";
+            smt: sis_stat_STAT_SMT, "idle SMT sibling of prev chosen (select_idle_smt)";
+            hit_sis_util: sis_stat_STAT_HIT_SIS_UTIL, "SIS_UTIL hits: scans skipped or cut by nr_idle_scan";
+            hit_sis_prop: sis_stat_STAT_HIT_SIS_PROP, "SIS_PROP hits: scans cut by the proportional depth";
+            hit_sis_core: sis_stat_STAT_HIT_SIS_CORE, "SIS_CORE hits: whole idle cores found";
+            hit_wa_idle_prev: sis_stat_STAT_HIT_WA_IDLE_PREV, "WA_IDLE_PREV hits: idle prev kept (seed 003)";
+            hit_wa_weight: sis_stat_STAT_HIT_WA_WEIGHT, "WA_WEIGHT hits: waker's CPU less loaded, chosen";
+            hit_ttwu_queue_desched: sis_stat_STAT_HIT_TTWU_QUEUE_DESCHED, "TTWU_QUEUE_DESCHED hits: wakee placed on its descheduling CPU (seed 001)";
+            hit_newidle_skip_ipi: sis_stat_STAT_HIT_NEWIDLE_SKIP_IPI, "NEWIDLE_SKIP_IPI hits: idle CPU woken for nothing did not pull (seed 000)";
+            hit_kick_skip_redundant: sis_stat_STAT_HIT_KICK_SKIP_REDUNDANT, "KICK_SKIP_REDUNDANT hits: shared-flag writes skipped (seed 002)";
+            enqueue: sis_stat_STAT_ENQUEUE, "tasks queued on an LLC DSQ";
+            direct: sis_stat_STAT_DIRECT, "tasks inserted straight into a CPU's local DSQ";
+            dispatch_llc: sis_stat_STAT_DISPATCH_LLC, "dispatches from the CPU's own LLC DSQ";
+            steal: sis_stat_STAT_STEAL, "dispatches pulled from another LLC";
+            kick: sis_stat_STAT_KICK, "idle CPUs kicked for queued work";
+            kick_atomic: sis_stat_STAT_KICK_ATOMIC, "atomic writes to the kick-pending word";
+        }
+    };
+}
+
+macro_rules! def_metrics {
+    ($($f:ident : $idx:ident, $desc:literal;)*) => {
+        #[stat_doc]
+        #[derive(Clone, Debug, Default, Serialize, Deserialize, Stats)]
+        #[stat(top)]
+        pub struct Metrics {
+            #[stat(desc = "features in force (kernel sched_feat spelling)")]
+            pub features: String,
+            #[stat(desc = "se_eff%: 100*search/scanned (100 = target/prev/recent idle at wake-up)")]
+            pub se_eff: f64,
+            #[stat(desc = "dom_eff%: 100*(domain_search-failed)/domain_scanned")]
+            pub dom_eff: f64,
+            #[stat(desc = "fast_rate%: 100*fast/search")]
+            pub fast_rate: f64,
+            #[stat(desc = "success_rate%: 100*(search-failed)/search")]
+            pub success_rate: f64,
+            #[stat(desc = "average CPUs examined per LLC scan: domain_scanned/domain_search")]
+            pub avg_domain_scanned: f64,
+            $(
+                #[stat(desc = $desc)]
+                pub $f: u64,
+            )*
+            #[stat(desc = "per LLC")]
+            pub llcs: BTreeMap<String, LlcMetrics>,
+        }
+
+        impl Metrics {
+            fn set_counters(&mut self, c: &Counters) {
+                $( self.$f = c[bi::$idx as usize]; )*
+            }
+            fn sub_counters(&mut self, rhs: &Metrics) {
+                $( self.$f = self.$f.wrapping_sub(rhs.$f); )*
+            }
+        }
+    };
+}
+counters!(def_metrics);
+
+#[stat_doc]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, Stats)]
+#[stat(_om_prefix = "l_", _om_label = "llc")]
+pub struct LlcMetrics {
+    #[stat(desc = "CPUs in the LLC")]
+    pub weight: u64,
+    #[stat(desc = "utilization: util_sum / (weight * 1024), %")]
+    pub util_pct: f64,
+    #[stat(desc = "SIS_UTIL scan depth (nr_idle_scan)")]
+    pub nr_idle_scan: u64,
+    #[stat(desc = "wake-up placements attributed to the LLC")]
+    pub search: u64,
+    #[stat(desc = "CPUs examined")]
+    pub scanned: u64,
+    #[stat(desc = "LLC scans started")]
+    pub domain_search: u64,
+    #[stat(desc = "CPUs examined by LLC scans")]
+    pub domain_scanned: u64,
+    #[stat(desc = "LLC scans that found nothing")]
+    pub failed: u64,
+    #[stat(desc = "success_rate%")]
+    pub success_rate: f64,
+}
+
+/// 100 * num / den, 0 when den is 0.
+pub fn pct(num: u64, den: u64) -> f64 {
+    if den == 0 {
+        0.0
+    } else {
+        100.0 * num as f64 / den as f64
+    }
+}
+
+pub fn ratio(num: u64, den: u64) -> f64 {
+    pct(num, den) / 100.0
+}
+
+impl Metrics {
+    /// Cumulative counters (sum over LLCs) plus per-LLC state.
+    pub fn new(features: String, per_llc: &[(Counters, u64, u64, u64)]) -> Self {
+        let mut total = [0u64; NR_STATS];
+        let mut m = Metrics {
+            features,
+            ..Default::default()
+        };
+        for (i, (c, weight, util_sum, depth)) in per_llc.iter().enumerate() {
+            for (t, v) in total.iter_mut().zip(c.iter()) {
+                *t += v;
+            }
+            m.llcs.insert(
+                format!("{i}"),
+                LlcMetrics {
+                    weight: *weight,
+                    util_pct: pct(*util_sum, weight * 1024),
+                    nr_idle_scan: *depth,
+                    search: c[bi::sis_stat_STAT_SEARCH as usize],
+                    scanned: c[bi::sis_stat_STAT_SCANNED as usize],
+                    domain_search: c[bi::sis_stat_STAT_DOMAIN_SEARCH as usize],
+                    domain_scanned: c[bi::sis_stat_STAT_DOMAIN_SCANNED as usize],
+                    failed: c[bi::sis_stat_STAT_FAILED as usize],
+                    success_rate: 0.0,
+                },
+            );
+        }
+        m.set_counters(&total);
+        m
+    }
+
+    /// The seed's derived percentages (zero-division safe).
+    pub fn derive(&mut self) {
+        self.se_eff = pct(self.search, self.scanned);
+        self.dom_eff = pct(
+            self.domain_search.saturating_sub(self.failed),
+            self.domain_scanned,
+        );
+        self.fast_rate = pct(self.fast, self.search);
+        self.success_rate = pct(self.search.saturating_sub(self.failed), self.search);
+        self.avg_domain_scanned = ratio(self.domain_scanned, self.domain_search);
+        for l in self.llcs.values_mut() {
+            l.success_rate = pct(l.search.saturating_sub(l.failed), l.search);
+        }
+    }
+
+    /// Counters since `prev`; instant values (util, depth, features) from self.
+    pub fn delta(&self, prev: &Metrics) -> Metrics {
+        let mut d = self.clone();
+        d.sub_counters(prev);
+        for (k, l) in d.llcs.iter_mut() {
+            if let Some(p) = prev.llcs.get(k) {
+                l.search = l.search.wrapping_sub(p.search);
+                l.scanned = l.scanned.wrapping_sub(p.scanned);
+                l.domain_search = l.domain_search.wrapping_sub(p.domain_search);
+                l.domain_scanned = l.domain_scanned.wrapping_sub(p.domain_scanned);
+                l.failed = l.failed.wrapping_sub(p.failed);
+            }
+        }
+        d.derive();
+        d
+    }
+
+    pub fn format<W: Write>(&self, w: &mut W) -> Result<()> {
+        writeln!(w, "features: {}", self.features)?;
+        writeln!(
+            w,
+            "SIS  search {:>8} fast {:>8} dom_search {:>7} dom_scanned {:>8} scanned {:>8} failed {:>6} skipped {:>6}",
+            self.search, self.fast, self.domain_search, self.domain_scanned, self.scanned, self.failed, self.scan_skipped
+        )?;
+        writeln!(
+            w,
+            "     se_eff% {:>7.3} dom_eff% {:>7.3} fast_rate% {:>7.3} success_rate% {:>7.3} avg_scan {:>6.2}",
+            self.se_eff, self.dom_eff, self.fast_rate, self.success_rate, self.avg_domain_scanned
+        )?;
+        writeln!(
+            w,
+            "hits SIS_UTIL {} SIS_PROP {} SIS_CORE {} WA_IDLE_PREV {} WA_WEIGHT {} TTWU_QUEUE_DESCHED {} NEWIDLE_SKIP_IPI {} KICK_SKIP_REDUNDANT {}",
+            self.hit_sis_util,
+            self.hit_sis_prop,
+            self.hit_sis_core,
+            self.hit_wa_idle_prev,
+            self.hit_wa_weight,
+            self.hit_ttwu_queue_desched,
+            self.hit_newidle_skip_ipi,
+            self.hit_kick_skip_redundant
+        )?;
+        writeln!(
+            w,
+            "sched enqueue {} direct {} dispatch_llc {} steal {} kick {} (atomic {}) wake_affine {} recent {} smt {}",
+            self.enqueue, self.direct, self.dispatch_llc, self.steal, self.kick, self.kick_atomic, self.wake_affine, self.recent, self.smt
+        )?;
+        writeln!(
+            w,
+            "  llc weight  util%  depth   search  scanned dom_search dom_scanned  success%"
+        )?;
+        let mut keys: Vec<_> = self.llcs.keys().collect();
+        keys.sort_by_key(|k| k.parse::<usize>().unwrap_or(usize::MAX));
+        for k in keys {
+            let l = &self.llcs[k];
+            writeln!(
+                w,
+                "{:>5} {:>6} {:>6.1} {:>6} {:>8} {:>8} {:>10} {:>11} {:>9.3}",
+                k,
+                l.weight,
+                l.util_pct,
+                l.nr_idle_scan,
+                l.search,
+                l.scanned,
+                l.domain_search,
+                l.domain_scanned,
+                l.success_rate
+            )?;
+        }
+        Ok(())
+    }
+}
+
+pub fn server_data() -> StatsServerData<(), Metrics> {
+    let open: Box<dyn StatsOpener<(), Metrics>> = Box::new(move |(req_ch, res_ch)| {
+        req_ch.send(())?;
+        let mut prev = res_ch.recv()?;
+        let read: Box<dyn StatsReader<(), Metrics>> = Box::new(move |_args, (req_ch, res_ch)| {
+            req_ch.send(())?;
+            let cur = res_ch.recv()?;
+            let delta = cur.delta(&prev);
+            prev = cur;
+            delta.to_json()
+        });
+        Ok(read)
+    });
+    StatsServerData::new()
+        .add_meta(Metrics::meta())
+        .add_meta(LlcMetrics::meta())
+        .add_ops("top", StatsOps { open, close: None })
+}
+
+pub fn help_stats() -> Result<()> {
+    println!("Derived, per interval (as in seed 004's tables, Mel Gorman's SIS statistics):");
+    println!("  se_eff%       = 100 * search / scanned");
+    println!("  dom_eff%      = 100 * (domain_search - failed) / domain_scanned");
+    println!("  fast_rate%    = 100 * fast / search");
+    println!("  success_rate% = 100 * (search - failed) / search");
+    println!("  avg_domain_scanned = domain_scanned / domain_search");
+    println!("  (0 when the denominator is 0)\n");
+    server_data().describe_meta(&mut std::io::stdout(), None)?;
+    Ok(())
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct MonitorOpts {
+    /// Seconds between reports
+    #[arg(long, default_value_t = 1.0, value_parser = parse_interval)]
+    pub interval: f64,
+    /// Stop after N reports (default: until interrupted)
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// One JSON object per interval instead of the table
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn parse_interval(s: &str) -> std::result::Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !(0.05..=3600.0).contains(&v) {
+        return Err(format!("interval must be 0.05..=3600 seconds, got {v}"));
+    }
+    Ok(v)
+}
+
+/// Connect to the running scheduler's stats socket, waiting while none runs.
+fn connect(shutdown: &dyn Fn() -> bool) -> Result<Option<StatsClient>> {
+    let mut said = false;
+    loop {
+        if shutdown() {
+            return Ok(None);
+        }
+        match StatsClient::new().connect(Some(5000)) {
+            Ok(c) => return Ok(Some(c)),
+            Err(e) => {
+                match e.downcast_ref::<std::io::Error>().map(|e| e.kind()) {
+                    Some(std::io::ErrorKind::NotFound)
+                    | Some(std::io::ErrorKind::ConnectionRefused) => {
+                        if !said {
+                            eprintln!("waiting for scx_sisutil to start (no stats socket at /var/run/scx/root/stats)...");
+                            said = true;
+                        }
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                    Some(std::io::ErrorKind::PermissionDenied) => {
+                        bail!("reading scx_sisutil statistics needs root (the stats socket is root-only)")
+                    }
+                    _ => return Err(e),
+                }
+            }
+        }
+    }
+}
+
+pub fn monitor(opts: &MonitorOpts, shutdown: &dyn Fn() -> bool) -> Result<()> {
+    let intv = Duration::from_secs_f64(opts.interval);
+    let mut printed = 0u64;
+    'outer: while opts.count.is_none_or(|c| printed < c) {
+        let Some(mut client) = connect(shutdown)? else {
+            break;
+        };
+        // the first request opens the delta window
+        if client.request::<Metrics>("stats", vec![]).is_err() {
+            continue;
+        }
+        loop {
+            let deadline = Instant::now() + intv;
+            while Instant::now() < deadline {
+                if shutdown() {
+                    break 'outer;
+                }
+                std::thread::sleep(Duration::from_millis(20).min(intv));
+            }
+            let m = match client.request::<Metrics>("stats", vec![]) {
+                Ok(m) => m,
+                Err(_) => {
+                    eprintln!("scx_sisutil went away; waiting for it to come back...");
+                    continue 'outer;
+                }
+            };
+            if opts.json {
+                println!("{}", serde_json::to_string(&m)?);
+            } else {
+                m.format(&mut std::io::stdout())?;
+                println!();
+            }
+            printed += 1;
+            if opts.count.is_some_and(|c| printed >= c) {
+                break 'outer;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counters(pairs: &[(u32, u64)]) -> Counters {
+        let mut c = [0u64; NR_STATS];
+        for &(i, v) in pairs {
+            c[i as usize] = v;
+        }
+        c
+    }
+
+    #[test]
+    fn derived_formulas() {
+        let c = counters(&[
+            (bi::sis_stat_STAT_SEARCH, 200),
+            (bi::sis_stat_STAT_FAST, 150),
+            (bi::sis_stat_STAT_SCANNED, 400),
+            (bi::sis_stat_STAT_DOMAIN_SEARCH, 50),
+            (bi::sis_stat_STAT_DOMAIN_SCANNED, 100),
+            (bi::sis_stat_STAT_FAILED, 10),
+        ]);
+        let mut m = Metrics::new("x".into(), &[(c, 8, 4096, 3)]);
+        m.derive();
+        assert_eq!(m.se_eff, 50.0);
+        assert_eq!(m.dom_eff, 40.0);
+        assert_eq!(m.fast_rate, 75.0);
+        assert_eq!(m.success_rate, 95.0);
+        assert_eq!(m.avg_domain_scanned, 2.0);
+        assert_eq!(m.llcs["0"].util_pct, 50.0);
+        assert_eq!(m.llcs["0"].nr_idle_scan, 3);
+    }
+
+    #[test]
+    fn zero_division_safe() {
+        let mut m = Metrics::new(String::new(), &[([0; NR_STATS], 0, 0, 0)]);
+        m.derive();
+        assert_eq!(
+            (
+                m.se_eff,
+                m.dom_eff,
+                m.fast_rate,
+                m.success_rate,
+                m.avg_domain_scanned
+            ),
+            (0.0, 0.0, 0.0, 0.0, 0.0)
+        );
+        assert_eq!(m.llcs["0"].util_pct, 0.0);
+    }
+
+    #[test]
+    fn delta_subtracts_counters_keeps_instant_values() {
+        let a = Metrics::new(
+            "a".into(),
+            &[(counters(&[(bi::sis_stat_STAT_SEARCH, 10)]), 4, 0, 4)],
+        );
+        let b = Metrics::new(
+            "b".into(),
+            &[(counters(&[(bi::sis_stat_STAT_SEARCH, 25)]), 4, 2048, 1)],
+        );
+        let d = b.delta(&a);
+        assert_eq!(d.search, 15);
+        assert_eq!(d.llcs["0"].search, 15);
+        assert_eq!(d.llcs["0"].nr_idle_scan, 1);
+        assert_eq!(d.features, "b");
+    }
+
+    #[test]
+    fn interval_validation() {
+        assert!(parse_interval("0").is_err());
+        assert!(parse_interval("abc").is_err());
+        assert_eq!(parse_interval("0.5").unwrap(), 0.5);
+    }
+}
