@@ -99,14 +99,14 @@ static struct cpu_ctx *cpu_ctx(s32 cpu)
 {
 	if (cpu < 0 || cpu >= MAX_CPUS)
 		return NULL;
-	return &cpu_ctxs[cpu];
+	return &cpu_ctxs[cpu & (MAX_CPUS - 1)];
 }
 
 static struct llc_ctx *llc_ctx(s32 llc)
 {
 	if (llc < 0 || llc >= MAX_LLCS)
 		return NULL;
-	return &llc_ctxs[llc];
+	return &llc_ctxs[llc & (MAX_LLCS - 1)];
 }
 
 /* ---- the primitives sis.bpf.h runs on: sched_ext's idle tracking ---- */
@@ -408,7 +408,7 @@ static s32 select_task_rq_fair(struct sis_ctx *c, struct task_struct *p, s32 pre
 s32 BPF_STRUCT_OPS(sisutil_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
 	struct sis_ctx *c;
-	u32 zero = 0, i;
+	u32 zero = 0;
 	s32 cpu;
 
 	/* fork/exec balancing is the kernel's slow path: just any idle CPU */
@@ -429,8 +429,7 @@ s32 BPF_STRUCT_OPS(sisutil_select_cpu, struct task_struct *p, s32 prev_cpu, u64 
 	c->prev = prev_cpu;
 	c->claimed = -1;
 	c->depth_src = DEPTH_NONE;
-	bpf_for(i, 0, STAT_NR)
-		c->cnt[i & (STAT_NR - 1)] = 0;
+	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
 	copy_allowed(c, p);
 
 	if (sis_feat(c, FEAT_TTWU_QUEUE_DESCHED) && ttwu_queue_desched(c, p, prev_cpu))
@@ -469,8 +468,8 @@ static bool kick_idle_cpu(s32 llc, const struct task_struct *p, u64 feat)
 
 	if (llc < 0 || llc >= MAX_LLCS)
 		return false;
-	start = topo.llc_start[llc];
-	nr = topo.llc_nr[llc];
+	start = topo.llc_start[llc & (MAX_LLCS - 1)];
+	nr = topo.llc_nr[llc & (MAX_LLCS - 1)];
 	if ((feat & FEAT_KICK_SKIP_REDUNDANT) && sis_cpu_llc(this_cpu) == llc)
 		first = topo.cpu_llc_pos[this_cpu & (MAX_CPUS - 1)] + 1;
 
@@ -482,9 +481,7 @@ static bool kick_idle_cpu(s32 llc, const struct task_struct *p, u64 feat)
 		if (idx >= nr)
 			idx -= nr;
 		idx += start;
-		if (idx >= MAX_CPUS)
-			break;
-		cand = topo.llc_cpus[idx];
+		cand = topo.llc_cpus[idx & (MAX_CPUS - 1)];
 		if (bpf_cpumask_test_cpu(cand, idle) && bpf_cpumask_test_cpu(cand, p->cpus_ptr)) {
 			cpu = cand;
 			break;
@@ -513,7 +510,7 @@ static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
 	bpf_for(k, 0, topo.nr_llcs - 1) {
 		if (k >= MAX_LLCS)
 			break;
-		if (kick_idle_cpu(topo.llc_steal[llc][k], p, feat))
+		if (kick_idle_cpu(topo.llc_steal[llc & (MAX_LLCS - 1)][k & (MAX_LLCS - 1)], p, feat))
 			return;
 	}
 }
@@ -587,7 +584,7 @@ void BPF_STRUCT_OPS(sisutil_dispatch, s32 cpu, struct task_struct *prev)
 	bpf_for(k, 0, topo.nr_llcs - 1) {
 		if (k >= MAX_LLCS)
 			break;
-		if (scx_bpf_dsq_move_to_local(topo.llc_steal[llc & (MAX_LLCS - 1)][k], 0)) {
+		if (scx_bpf_dsq_move_to_local(topo.llc_steal[llc & (MAX_LLCS - 1)][k & (MAX_LLCS - 1)], 0)) {
 			stat_inc(llc, STAT_STEAL);
 			return;
 		}

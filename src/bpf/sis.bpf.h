@@ -50,7 +50,7 @@ static __always_inline bool sis_probe_claim(struct sis_ctx *c, s32 cpu)
 static __always_inline void mask_set(u64 *mask, s32 cpu)
 {
 	if (cpu >= 0 && cpu < MAX_CPUS)
-		mask[(u32)cpu / 64] |= 1ULL << ((u32)cpu % 64);
+		mask[((u32)cpu / 64) & (MAX_CPUS / 64 - 1)] |= 1ULL << ((u32)cpu % 64);
 }
 
 /*
@@ -66,12 +66,12 @@ static s32 select_idle_core(struct sis_ctx *c, s32 core, s32 *idle_cpu, u64 *rem
 
 	if (core < 0 || core >= MAX_CPUS)
 		return -1;
-	nr = topo.cpu_nr_smt[core];
+	nr = topo.cpu_nr_smt[core & (MAX_CPUS - 1)];
 	if (nr > MAX_SMT)
 		nr = MAX_SMT;
 
 	bpf_for(i, 0, nr) {
-		s32 cpu = topo.cpu_smt[core][i];
+		s32 cpu = topo.cpu_smt[core & (MAX_CPUS - 1)][i & (MAX_SMT - 1)];
 
 		sis_inc(c, STAT_DOMAIN_SCANNED);
 		if (!sis_probe(c, cpu)) {
@@ -89,7 +89,7 @@ static s32 select_idle_core(struct sis_ctx *c, s32 core, s32 *idle_cpu, u64 *rem
 		return core;
 
 	bpf_for(i, 0, nr)
-		mask_set(removed, topo.cpu_smt[core][i]);
+		mask_set(removed, topo.cpu_smt[core & (MAX_CPUS - 1)][i & (MAX_SMT - 1)]);
 	return -1;
 }
 
@@ -103,12 +103,12 @@ static s32 select_idle_smt(struct sis_ctx *c, s32 target)
 
 	if (target < 0 || target >= MAX_CPUS)
 		return -1;
-	nr = topo.cpu_nr_smt[target];
+	nr = topo.cpu_nr_smt[target & (MAX_CPUS - 1)];
 	if (nr > MAX_SMT)
 		nr = MAX_SMT;
 
 	bpf_for(i, 0, nr) {
-		s32 cpu = topo.cpu_smt[target][i];
+		s32 cpu = topo.cpu_smt[target & (MAX_CPUS - 1)][i & (MAX_SMT - 1)];
 
 		if (cpu == target || !sis_allowed(c, cpu) || !sis_share_cache(cpu, target))
 			continue;
@@ -150,9 +150,9 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 		return -1;
 	}
 
-	start = topo.llc_start[llc];
-	nr_cpus = topo.llc_nr[llc];
-	pos = topo.cpu_llc_pos[target];
+	start = topo.llc_start[llc & (MAX_LLCS - 1)];
+	nr_cpus = topo.llc_nr[llc & (MAX_LLCS - 1)];
+	pos = topo.cpu_llc_pos[target & (MAX_CPUS - 1)];
 
 	bpf_for(i, 0, nr_cpus) {
 		u32 idx = pos + 1 + i;
@@ -161,9 +161,7 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 		if (idx >= nr_cpus)
 			idx -= nr_cpus;
 		idx += start;
-		if (idx >= MAX_CPUS)
-			break;
-		cpu = topo.llc_cpus[idx];
+		cpu = topo.llc_cpus[idx & (MAX_CPUS - 1)];
 
 		/* cpus = sched_domain_span(sd) & p->cpus_ptr, minus busy cores */
 		if (!sis_allowed(c, cpu) || mask_test(removed, cpu))

@@ -43,7 +43,7 @@ static __always_inline bool mask_test(const u64 *mask, s32 cpu)
 {
 	if (cpu < 0 || cpu >= MAX_CPUS)
 		return false;
-	return mask[(u32)cpu / 64] & (1ULL << ((u32)cpu % 64));
+	return mask[((u32)cpu / 64) & (MAX_CPUS / 64 - 1)] & (1ULL << ((u32)cpu % 64));
 }
 
 /* cpumask_test_cpu(cpu, p->cpus_ptr) */
@@ -56,7 +56,7 @@ static __always_inline s32 sis_cpu_llc(s32 cpu)
 {
 	if (cpu < 0 || cpu >= MAX_CPUS)
 		return -1;
-	return topo.cpu_llc[cpu];
+	return topo.cpu_llc[cpu & (MAX_CPUS - 1)];
 }
 
 /* cpus_share_cache() */

@@ -68,8 +68,7 @@ int sis_test(struct sis_test_args *a)
 		test_idle[i & (MAX_CPUS / 64 - 1)] = a->idle[i & (MAX_CPUS / 64 - 1)];
 		c->allowed[i & (MAX_CPUS / 64 - 1)] = a->allowed[i & (MAX_CPUS / 64 - 1)];
 	}
-	bpf_for(i, 0, STAT_NR)
-		c->cnt[i & (STAT_NR - 1)] = 0;
+	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
 	c->feat = a->features;
 	c->this_cpu = a->target;
 	c->prev = a->prev;
@@ -80,7 +79,6 @@ int sis_test(struct sis_test_args *a)
 
 	a->cpu = select_idle_sibling(c, a->prev, a->target, &recent);
 	a->has_idle_cores_out = test_idle_cores;
-	bpf_for(i, 0, STAT_NR)
-		a->cnt[i & (STAT_NR - 1)] = c->cnt[i & (STAT_NR - 1)];
+	__builtin_memcpy(a->cnt, c->cnt, sizeof(a->cnt));
 	return 0;
 }
