@@ -5,6 +5,8 @@
 mod bpf_intf;
 mod bpf_skel;
 mod features;
+#[cfg(test)]
+mod sis_test;
 mod scheduler;
 #[cfg(test)]
 mod sis_model;
