@@ -12,6 +12,9 @@ char _license[] SEC("license") = "GPL";
 
 UEI_DEFINE(uei);
 
+/* jiffies per second, for record_wakee()'s decay (250 on Debian, 1000 on defconfig) */
+extern const int CONFIG_HZ __kconfig __weak;
+
 /* Set by the loader before load. */
 const volatile struct sis_topo topo;
 const volatile u64 slice_ns = DEFAULT_SLICE_US * NSEC_PER_USEC;
@@ -252,7 +255,7 @@ static bool wake_wide(struct task_struct *p, struct task_ctx *tctx, s32 llc_size
 		return false;
 
 	/* record_wakee(): flips decay by half every second (HZ jiffies) */
-	if (now > wctx->wakee_flip_decay_ts + 250) {
+	if (now > wctx->wakee_flip_decay_ts + (CONFIG_HZ > 0 ? CONFIG_HZ : 250)) {
 		wctx->wakee_flips >>= 1;
 		wctx->wakee_flip_decay_ts = now;
 	}
