@@ -54,6 +54,22 @@ static __always_inline void mask_set(u64 *mask, s32 cpu)
 }
 
 /*
+ * Row index into topo.cpu_smt for use INSIDE a bpf_for body. clang drops a
+ * plain `cpu & (MAX_CPUS - 1)` when an earlier check already bounds cpu,
+ * but the 6.12 verifier widens imprecise spilled scalars at iterator loop
+ * heads, so the reload is unbounded there ("math between map_value pointer
+ * and register with unbounded min value"). barrier_var() hides the range
+ * from clang and the mask is emitted where the verifier needs it.
+ */
+static __always_inline u32 smt_row(s32 cpu)
+{
+	u32 row = cpu;
+
+	barrier_var(row);
+	return row & (MAX_CPUS - 1);
+}
+
+/*
  * select_idle_core() (fair.c): is every thread of @core's SMT mask idle?
  * On the way, remember the first idle allowed thread in *idle_cpu, as the
  * fallback of the whole scan. A busy core's threads are taken out of the
@@ -71,7 +87,7 @@ static s32 select_idle_core(struct sis_ctx *c, s32 core, s32 *idle_cpu, u64 *rem
 		nr = MAX_SMT;
 
 	bpf_for(i, 0, nr) {
-		s32 cpu = topo.cpu_smt[core & (MAX_CPUS - 1)][i & (MAX_SMT - 1)];
+		s32 cpu = topo.cpu_smt[smt_row(core)][i & (MAX_SMT - 1)];
 
 		sis_inc(c, STAT_DOMAIN_SCANNED);
 		if (!sis_probe(c, cpu)) {
@@ -89,7 +105,7 @@ static s32 select_idle_core(struct sis_ctx *c, s32 core, s32 *idle_cpu, u64 *rem
 		return core;
 
 	bpf_for(i, 0, nr)
-		mask_set(removed, topo.cpu_smt[core & (MAX_CPUS - 1)][i & (MAX_SMT - 1)]);
+		mask_set(removed, topo.cpu_smt[smt_row(core)][i & (MAX_SMT - 1)]);
 	return -1;
 }
 
@@ -108,7 +124,7 @@ static s32 select_idle_smt(struct sis_ctx *c, s32 target)
 		nr = MAX_SMT;
 
 	bpf_for(i, 0, nr) {
-		s32 cpu = topo.cpu_smt[target & (MAX_CPUS - 1)][i & (MAX_SMT - 1)];
+		s32 cpu = topo.cpu_smt[smt_row(target)][i & (MAX_SMT - 1)];
 
 		if (cpu == target || !sis_allowed(c, cpu) || !sis_share_cache(cpu, target))
 			continue;
