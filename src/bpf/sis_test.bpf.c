@@ -62,12 +62,14 @@ int sis_test(struct sis_test_args *a)
 {
 	struct sis_ctx *c = &test_ctx;
 	s32 recent = a->recent;
-	u32 i;
 
-	bpf_for(i, 0, MAX_CPUS / 64) {
-		test_idle[i & (MAX_CPUS / 64 - 1)] = a->idle[i & (MAX_CPUS / 64 - 1)];
-		c->allowed[i & (MAX_CPUS / 64 - 1)] = a->allowed[i & (MAX_CPUS / 64 - 1)];
-	}
+	/*
+	 * The context may only be read at constant offsets ("dereference of
+	 * modified ctx ptr"): whole-array copies, which clang emits as
+	 * fixed-offset loads, instead of an indexed loop.
+	 */
+	__builtin_memcpy(test_idle, a->idle, sizeof(test_idle));
+	__builtin_memcpy(c->allowed, a->allowed, sizeof(c->allowed));
 	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
 	c->feat = a->features;
 	c->this_cpu = a->target;
