@@ -180,8 +180,14 @@ pub fn to_words(word: u64) -> Vec<String> {
 }
 
 fn open_pinned() -> Result<MapHandle> {
-    if !Path::new(PIN_PATH).exists() {
-        bail!("no running scx_sisutil found ({PIN_PATH} does not exist): start it with `sudo scx_sisutil`");
+    // The pin sits in a root-only directory: for another user it is not missing but
+    // unreadable, and saying "no running scx_sisutil" would be wrong.
+    match Path::new(PIN_PATH).try_exists() {
+        Ok(true) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            bail!("reading or switching features needs root (the feature map is root-only)")
+        }
+        _ => bail!("no running scx_sisutil found ({PIN_PATH} does not exist): start it with `sudo scx_sisutil`"),
     }
     MapHandle::from_pinned_path(PIN_PATH).with_context(|| {
         if unsafe { libc::geteuid() } != 0 {
@@ -210,9 +216,26 @@ pub fn write_live(word: u64) -> Result<()> {
         .context("writing the feature word")
 }
 
+/// A SIGKILLed instance leaves its pin behind: the map then belongs to no scheduler, and
+/// reading or writing it would report a state that nothing runs with.
+fn check_running() -> Result<()> {
+    let sysfs = Path::new("/sys/kernel/sched_ext");
+    let state = std::fs::read_to_string(sysfs.join("state")).unwrap_or_default();
+    let ops = std::fs::read_to_string(sysfs.join("root/ops")).unwrap_or_default();
+    if state.trim() != "enabled" || !ops.starts_with("sisutil_") {
+        bail!(
+            "no running scx_sisutil found (sched_ext state '{}'{}; {PIN_PATH} is left over from an instance that was killed): start it with `sudo scx_sisutil`",
+            state.trim(),
+            if ops.trim().is_empty() { String::new() } else { format!(", ops '{}'", ops.trim()) }
+        );
+    }
+    Ok(())
+}
+
 /// `scx_sisutil features [NAMES...]`
 pub fn features_main(names: &[String]) -> Result<()> {
     let cur = read_live()?;
+    check_running()?;
     if names.is_empty() {
         print!("{}", describe(cur));
         return Ok(());
