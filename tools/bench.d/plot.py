@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""plot.py PLOT-DATA.json OUTDIR: tools/bench's PNG plots (needs matplotlib).
+
+scan_per_wakeup.png   CPUs scanned per wake-up (domain_scanned/search) vs load, per config
+throughput_ratio.png  throughput (or 1/latency, 1/time) relative to the baseline vs load
+One column of subplots per workload, one row per boot.
+"""
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def grid(data, key, ylabel, title, path, hline=None):
+    boots = [b for b in data if data[b]["workloads"]]
+    wls = sorted({w for b in boots for w in data[b]["workloads"]
+                  if data[b]["workloads"][w][key]})
+    if not boots or not wls:
+        wls = ["none"]
+    fig, axes = plt.subplots(len(boots) or 1, len(wls), squeeze=False,
+                             figsize=(4.2 * len(wls), 3.4 * max(1, len(boots))))
+    for i, b in enumerate(boots):
+        for j, w in enumerate(wls):
+            ax = axes[i][j]
+            wd = data[b]["workloads"].get(w)
+            ax.set_title(f"{b}: {w}", fontsize=9)
+            if not wd:
+                ax.axis("off")
+                continue
+            x = list(range(len(wd["loads"])))
+            for cfg, ys in wd[key].items():
+                pts = [(xi, y) for xi, y in zip(x, ys) if y is not None]
+                if pts:
+                    style = "-o" if cfg in ("patched", "vanilla", "unbounded", "eevdf") else "--."
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=cfg,
+                            linewidth=1.2, markersize=3)
+            if hline is not None:
+                ax.axhline(hline, color="grey", linewidth=0.6)
+            ax.set_xticks(x)
+            ax.set_xticklabels(wd["loads"], rotation=30, fontsize=6, ha="right")
+            ax.set_ylabel(ylabel, fontsize=8)
+            ax.tick_params(axis="y", labelsize=7)
+            ax.grid(alpha=0.3)
+    handles, labels = {}, {}
+    for row in axes:
+        for ax in row:
+            for h, l in zip(*ax.get_legend_handles_labels()):
+                handles.setdefault(l, h)
+    fig.legend(list(handles.values()), list(handles.keys()), loc="upper center",
+               ncol=min(6, max(1, len(handles))), fontsize=7)
+    fig.suptitle(title, fontsize=10, y=0.995)
+    fig.tight_layout(rect=(0, 0, 1, 0.90))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main():
+    data = json.load(open(sys.argv[1]))
+    out = sys.argv[2]
+    grid(data, "scan", "CPUs scanned / wake-up", "SIS scan depth: domain_scanned / search",
+         f"{out}/scan_per_wakeup.png")
+    base = next((d["baseline"] for d in data.values() if d.get("baseline")), "baseline")
+    grid(data, "ratio", f"relative to {base} (>1 better)",
+         f"throughput ratio vs {base} (latency/time inverted; TCG: ratios only)",
+         f"{out}/throughput_ratio.png", hline=1.0)
+
+
+if __name__ == "__main__":
+    main()
