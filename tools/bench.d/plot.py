@@ -21,8 +21,10 @@ def grid(data, key, ylabel, title, path, hline=None):
                   if data[b]["workloads"][w][key]})
     if not boots or not wls:
         wls = ["none"]
+    # A fixed band of 0.8 inch on top for the title and the legend.
+    height = 3.4 * max(1, len(boots)) + 0.8
     fig, axes = plt.subplots(len(boots) or 1, len(wls), squeeze=False,
-                             figsize=(4.2 * len(wls), 3.4 * max(1, len(boots))))
+                             figsize=(4.2 * len(wls), height))
     for i, b in enumerate(boots):
         for j, w in enumerate(wls):
             ax = axes[i][j]
@@ -50,10 +52,12 @@ def grid(data, key, ylabel, title, path, hline=None):
         for ax in row:
             for h, l in zip(*ax.get_legend_handles_labels()):
                 handles.setdefault(l, h)
+    top = 1 - 0.8 / height
+    fig.suptitle(title, fontsize=10, y=1 - 0.15 / height)
     fig.legend(list(handles.values()), list(handles.keys()), loc="upper center",
-               ncol=min(6, max(1, len(handles))), fontsize=7)
-    fig.suptitle(title, fontsize=10, y=0.995)
-    fig.tight_layout(rect=(0, 0, 1, 0.90))
+               bbox_to_anchor=(0.5, 1 - 0.35 / height), ncol=min(6, max(1, len(handles))),
+               fontsize=7)
+    fig.tight_layout(rect=(0, 0, 1, top))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! CI check of tools/bench (issue 6): `tools/bench --quick` boots the VM, runs netperf
+//! TCP_RR, hackbench and schbench-lite at two loads under EEVDF, `--preset vanilla` and
+//! `--preset patched` in one boot, checks its own output (tables present, numbers parse, no
+//! configuration failed) and exits non-zero otherwise. Here we also check its files.
+//! Needs root, qemu and a sched_ext kernel (tools/setup, tools/kernel): nothing is skipped.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+#[test]
+fn bench_quick_produces_tables_and_csv() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = repo.join("target/bench/ci-quick");
+    let _ = std::fs::remove_dir_all(&out);
+    // cargo test has just built target/release/scx_sisutil (the bin target): no rebuild.
+    let res = Command::new(repo.join("tools/bench"))
+        .args(["--quick", "--no-build", "--out"])
+        .arg(&out)
+        .current_dir(&repo)
+        .output()
+        .expect("cannot run tools/bench");
+    let stdout = String::from_utf8_lossy(&res.stdout);
+    let stderr = String::from_utf8_lossy(&res.stderr);
+    assert!(
+        res.status.success(),
+        "tools/bench --quick failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        res.status
+    );
+    assert!(stderr.contains("quick check passed"), "no self-check verdict:\n{stderr}");
+
+    let tables = std::fs::read_to_string(out.join("tables.txt")).expect("tables.txt");
+    for needle in [
+        "SIS efficiency: vanilla ",
+        "SIS efficiency: patched ",
+        "se_eff%\t",
+        "tcp_rr: netperf.throughput",
+        "hackbench-process-pipe: hackbench",
+        "schbench: schbench.latency_90%_us",
+        "baseline(std%)",
+        "patched%(std%)",
+        "==== verdicts ====",
+    ] {
+        assert!(tables.contains(needle), "tables.txt lacks '{needle}':\n{tables}");
+    }
+    // The SIS table has a row per workload x load for the scheduler's configurations.
+    let sis_rows = tables
+        .lines()
+        .filter(|l| l.starts_with("TCP_RR") || l.starts_with("process-pipe") || l.starts_with("normal"))
+        .count();
+    assert!(sis_rows >= 2 * 6 + 6, "too few table rows ({sis_rows}):\n{tables}");
+
+    let csv = std::fs::read_to_string(out.join("runs.csv")).expect("runs.csv");
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("CSV header").split(',').collect();
+    for col in ["config", "workload", "load", "value", "sel_ns_per_call", "scan_per_wakeup"] {
+        assert!(header.contains(&col), "runs.csv lacks column {col}");
+    }
+    let rows: Vec<&str> = lines.collect();
+    // 3 configurations x (2 + 2 + 2) cases x 1 repeat.
+    assert_eq!(rows.len(), 18, "runs.csv rows:\n{csv}");
+    let (ci, vi) = (
+        header.iter().position(|c| *c == "config").unwrap(),
+        header.iter().position(|c| *c == "value").unwrap(),
+    );
+    for cfg in ["eevdf", "vanilla", "patched"] {
+        let n = rows
+            .iter()
+            .filter(|r| {
+                let f: Vec<&str> = r.split(',').collect();
+                f[ci] == cfg && f[vi].parse::<f64>().is_ok_and(|v| v > 0.0)
+            })
+            .count();
+        assert_eq!(n, 6, "{cfg}: expected 6 runs with a positive value");
+    }
+    for png in ["scan_per_wakeup.png", "throughput_ratio.png"] {
+        let m = std::fs::metadata(out.join(png)).unwrap_or_else(|_| panic!("{png} missing"));
+        assert!(m.len() > 1000, "{png} is too small");
+    }
+}
