@@ -63,7 +63,7 @@ struct task_ctx {
 	s32 recent_used_cpu;	/* p->recent_used_cpu */
 	s32 last_wakee;		/* current->last_wakee, as a pid */
 	u32 wakee_flips;	/* p->wakee_flips */
-	u32 __pad;
+	s32 vtime_llc;		/* the LLC clock p->scx.dsq_vtime is charged against */
 	u64 wakee_flip_decay_ts; /* jiffies */
 	u64 exec_start;
 };
@@ -518,26 +518,79 @@ static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
 	}
 }
 
+/*
+ * Each LLC has its own vtime clock and the clocks drift apart (seconds, under
+ * load: an LLC whose CPUs are busy with pinned work serves its DSQ slowly).
+ * A vtime means something only against the clock it was charged on, so a task
+ * that changes LLC keeps its lag and takes the new clock as base, as
+ * migrate_task_rq_fair() does with min_vruntime. Without this, a task from a
+ * faster LLC was queued seconds "in the future" behind every CPU hog of the
+ * slower one: "runnable task stall (rcu_preempt[15] failed to run for 7.180s)"
+ * under stress-ng --cpu --fork --affinity plus hackbench on 7.3.4.
+ */
+/* How far ahead of its LLC's clock a task may be queued, in slices. */
+#define VTIME_MAX_DEBT	8
+
+static __always_inline void vtime_rebase(struct task_struct *p, s32 llc)
+{
+	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+	s32 from;
+
+	if (!tctx || llc < 0 || llc >= MAX_LLCS)
+		return;
+	from = tctx->vtime_llc;
+	if (from != llc && from >= 0 && from < MAX_LLCS)
+		p->scx.dsq_vtime = p->scx.dsq_vtime -
+				   READ_ONCE(llc_vtimes[from & (MAX_LLCS - 1)].now) +
+				   READ_ONCE(llc_vtimes[llc & (MAX_LLCS - 1)].now);
+	tctx->vtime_llc = llc;
+}
+
 void BPF_STRUCT_OPS(sisutil_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	s32 cpu = scx_bpf_task_cpu(p), llc = sis_cpu_llc(cpu);
 	u64 vtime = p->scx.dsq_vtime, now;
 
-	/* pinned and migration-disabled tasks can only run where they are */
-	if (p->nr_cpus_allowed == 1 || is_migration_disabled(p) || llc < 0) {
+	if (llc < 0) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
 		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 		stat_inc(llc, STAT_DIRECT);
 		return;
 	}
 
+	vtime_rebase(p, llc);
+	vtime = p->scx.dsq_vtime;
 	/* a sleeper gets at most one slice of credit (bpfland/cosmos do the same) */
 	now = READ_ONCE(llc_vtimes[llc & (MAX_LLCS - 1)].now);
 	if ((s64)(vtime - (now - slice_ns)) < 0)
 		vtime = now - slice_ns;
+	/*
+	 * ... and carries at most VTIME_MAX_DEBT slices of debt. A weight-1
+	 * (nice 19) task is charged 100x its runtime: one long run put
+	 * khugepaged 1.6 s of vtime ahead of an LLC queue that advanced ~0.25
+	 * s per second under stress-ng + hackbench, and the watchdog ejected
+	 * the scheduler ("khugepaged[87] failed to run for 5.988s"). The cap
+	 * bounds every wait to ~nr_queued * VTIME_MAX_DEBT * slice / nr_cpus;
+	 * nice still orders tasks, up to that bound.
+	 */
+	if ((s64)(vtime - (now + VTIME_MAX_DEBT * slice_ns)) > 0)
+		vtime = now + VTIME_MAX_DEBT * slice_ns;
 	scx_bpf_dsq_insert_vtime(p, llc, slice_ns, vtime, enq_flags);
 	stat_inc(llc, STAT_ENQUEUE);
-	kick_for_work(llc, p, features());
+
+	/*
+	 * Pinned and migration-disabled tasks can only run where they are, but
+	 * they queue in the LLC's vtime DSQ like everyone else: only their CPU
+	 * can take them off it (consuming a DSQ skips tasks that cannot run on
+	 * the consuming CPU). Straight into the local DSQ, they had strict
+	 * priority over the LLC DSQ: stress-ng --affinity kept the local DSQs
+	 * of an LLC's CPUs non-empty and the unbound kworker of sched_ext's
+	 * own watchdog never ran ("watchdog failed to check in for 5.024s").
+	 */
+	if (p->nr_cpus_allowed == 1 || is_migration_disabled(p))
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	else
+		kick_for_work(llc, p, features());
 }
 
 /* Clear this CPU's kick-pending bit; true if it was set (woken for work). */
@@ -604,6 +657,8 @@ void BPF_STRUCT_OPS(sisutil_running, struct task_struct *p)
 		tctx->exec_start = bpf_ktime_get_ns();
 	if (cc)
 		WRITE_ONCE(cc->last_pid, p->pid);
+	/* direct dispatches and steals run tasks queued against another clock */
+	vtime_rebase(p, llc);
 	if (llc >= 0 && (s64)(p->scx.dsq_vtime - llc_vtimes[llc & (MAX_LLCS - 1)].now) > 0)
 		WRITE_ONCE(llc_vtimes[llc & (MAX_LLCS - 1)].now, p->scx.dsq_vtime);
 }
@@ -664,7 +719,11 @@ void BPF_STRUCT_OPS(sisutil_enable, struct task_struct *p)
 {
 	s32 llc = sis_cpu_llc(scx_bpf_task_cpu(p));
 
+	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+
 	p->scx.dsq_vtime = llc >= 0 ? llc_vtimes[llc & (MAX_LLCS - 1)].now : 0;
+	if (tctx)
+		tctx->vtime_llc = llc;
 }
 
 s32 BPF_STRUCT_OPS(sisutil_init_task, struct task_struct *p, struct scx_init_task_args *args)
@@ -676,6 +735,7 @@ s32 BPF_STRUCT_OPS(sisutil_init_task, struct task_struct *p, struct scx_init_tas
 		return -ENOMEM;
 	tctx->recent_used_cpu = -1;
 	tctx->last_wakee = -1;
+	tctx->vtime_llc = -1;
 	return 0;
 }
 
