@@ -1,0 +1,125 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# features.sh   (guest side of tests/vm.rs features_live_*)
+# Live feature switching on a running scx_sisutil:
+#  - `scx_sisutil features NO_SIS_UTIL SIS_PROP` switches exactly those two, as listed by
+#    `scx_sisutil features` and reported by the monitor;
+#  - an unknown name (alone, or after a valid one) fails with exit 1 and one line naming
+#    the valid features, and changes nothing;
+#  - the switch changes behaviour: under overload (stress-ng --cpu 2*nproc + hackbench)
+#    SIS_UTIL skips the LLC scan (scan_skipped > 0, few CPUs scanned per domain search);
+#    with neither SIS_UTIL nor SIS_PROP the scan is unbounded and domain_scanned per
+#    domain_search rises clearly. A third phase (NO_SIS_UTIL SIS_PROP) is measured for
+#    SIS_PROP's hit counter. Every phase prints all hit_* counters.
+. "$(dirname "$0")/lib.sh"
+
+# feature_state NAME: on|off as `scx_sisutil features` lists it.
+feature_state() { scx_sisutil features | awk -v n="$1" '$1 == n { print $2 }'; }
+
+sched_start /tmp/sched.log
+list0=$(scx_sisutil features)
+echo "# features at start (default preset):"; sed 's/^/#   /' <<<"$list0"
+expect_eq "SIS_UTIL at start" "$(feature_state SIS_UTIL)" on
+expect_eq "SIS_PROP at start" "$(feature_state SIS_PROP)" off
+
+# --- switching --------------------------------------------------------------------------
+rc=0; out=$(scx_sisutil features NO_SIS_UTIL SIS_PROP 2>&1) || rc=$?
+[ -z "$out" ] || info "features NO_SIS_UTIL SIS_PROP said: $out"
+expect_eq "exit status of features NO_SIS_UTIL SIS_PROP" "$rc" 0
+list1=$(scx_sisutil features)
+echo "# after the switch:"; sed 's/^/#   /' <<<"$list1"
+expect_eq "SIS_UTIL after NO_SIS_UTIL" "$(feature_state SIS_UTIL)" off
+expect_eq "SIS_PROP after SIS_PROP" "$(feature_state SIS_PROP)" on
+# Nothing else moved.
+diff <(grep -v -E '^(SIS_UTIL|SIS_PROP) ' <<<"$list0") <(grep -v -E '^(SIS_UTIL|SIS_PROP) ' <<<"$list1") > /dev/null ||
+  fail "features other than SIS_UTIL/SIS_PROP changed"
+ok "no other feature changed"
+
+# --- unknown names change nothing ------------------------------------------------------
+for args in "BOGUS" "NO_SIS_CORE BOGUS"; do
+  rc=0
+  # shellcheck disable=SC2086 # word splitting wanted: two names in the second case
+  out=$(scx_sisutil features $args 2>&1) || rc=$?
+  echo "# features $args -> exit $rc: $out"
+  expect_eq "exit status of features $args" "$rc" 1
+  expect_eq "lines printed by features $args" "$(printf '%s\n' "$out" | awk 'NF' | wc -l)" 1
+  grep -q 'BOGUS' <<<"$out" || fail "the error does not name the bad feature: $out"
+  for f in SIS_UTIL SIS_PROP SIS_CORE WA_IDLE_PREV WA_WEIGHT TTWU_QUEUE_DESCHED NEWIDLE_SKIP_IPI KICK_SKIP_REDUNDANT SIS_SMALL_LLC; do
+    grep -q "$f" <<<"$out" || fail "the error does not list valid feature $f: $out"
+  done
+  ok "features $args: one line listing the valid names"
+  [ "$(scx_sisutil features)" = "$list1" ] || fail "features $args changed the feature set"
+  ok "features $args changed nothing"
+done
+
+# --- behaviour under overload ------------------------------------------------------------
+ncpu=$(nproc)
+scx_sisutil features SIS_UTIL NO_SIS_PROP
+info "overload: stress-ng --cpu $((2 * ncpu)) + hackbench -g 2 -l 20 loop"
+stress-ng --cpu $((2 * ncpu)) --timeout 600s > /tmp/stress.log 2>&1 &
+stress_pid=$!
+bg "$stress_pid"
+hackbench_bg -g 2 -l 20
+sleep 2   # let the utilization filter see the load (32 ms half-life; plenty)
+
+# phase NAME FEATURES...: switch, then two 2-second monitor reports; prints the sums.
+phase() {
+  local name=$1; shift
+  scx_sisutil features "$@"
+  monitor_json "/tmp/m_$name.json" 2 2
+  local f feats
+  feats=$(jq -r .features "/tmp/m_$name.json" | sort -u | tr '\n' ' ')
+  for f in "$@"; do
+    grep -q -w -- "$f" <<<"$feats" || fail "phase $name: monitor reports features '$feats', lacks $f"
+  done
+  printf '# phase %-9s features: %s\n' "$name" "$feats"
+  printf '# phase %-9s' "$name"
+  for f in search fast domain_search domain_scanned scan_skipped depth_limited failed; do
+    printf ' %s=%s' "$f" "$(json_sum "/tmp/m_$name.json" "$f")"
+  done
+  echo
+  printf '# phase %-9s hits:' "$name"
+  for f in hit_sis_util hit_sis_prop hit_sis_core hit_wa_idle_prev hit_wa_weight \
+           hit_ttwu_queue_desched hit_newidle_skip_ipi hit_kick_skip_redundant; do
+    printf ' %s=%s' "$f" "$(json_sum "/tmp/m_$name.json" "$f")"
+  done
+  echo
+}
+# ratio NAME: domain_scanned per domain_search over the phase's two reports.
+ratio() {
+  awk -v s="$(json_sum "/tmp/m_$1.json" domain_scanned)" -v d="$(json_sum "/tmp/m_$1.json" domain_search)" \
+    'BEGIN { if (d > 0) printf "%.3f", s / d; else print "nan" }'
+}
+
+phase sisutil SIS_UTIL NO_SIS_PROP
+phase none NO_SIS_UTIL NO_SIS_PROP
+phase sisprop NO_SIS_UTIL SIS_PROP
+scx_sisutil features SIS_UTIL NO_SIS_PROP
+
+kill -TERM "$stress_pid"; wait "$stress_pid" || true
+hackbench_bg_stop
+sched_alive "after the overload phases"
+
+r_util=$(ratio sisutil) r_none=$(ratio none) r_prop=$(ratio sisprop)
+echo "# domain_scanned per domain_search: SIS_UTIL $r_util, neither $r_none, SIS_PROP $r_prop"
+ds=$(json_sum /tmp/m_sisutil.json domain_search)
+[ "$ds" -gt 0 ] || fail "SIS_UTIL phase: no domain search at all under overload"
+skipped=$(json_sum /tmp/m_sisutil.json scan_skipped)
+[ "$skipped" -gt 0 ] || fail "SIS_UTIL phase: scan_skipped = 0 under overload"
+ok "SIS_UTIL under overload: scan_skipped $skipped > 0"
+awk_true 'r <= 1.0' -v r="$r_util" || fail "SIS_UTIL phase: $r_util CPUs scanned per domain search, want <= 1"
+ok "SIS_UTIL under overload: $r_util CPUs scanned per domain search (<= 1)"
+[ "$(json_sum /tmp/m_none.json domain_search)" -gt 0 ] || fail "NO_SIS_UTIL phase: no domain search"
+# "Clearly": at least 1.5 CPUs per search and 3x the SIS_UTIL figure (an LLC of 4 CPUs
+# scanned whole is ~3 per search; SIS_UTIL at nr_idle_scan 0 scans none).
+awk_true 'n >= 1.5 && n >= 3 * u' -v n="$r_none" -v u="$r_util" ||
+  fail "NO_SIS_UTIL NO_SIS_PROP: $r_none CPUs scanned per domain search, not clearly above SIS_UTIL's $r_util"
+ok "unbounded scan: $r_none CPUs per domain search vs $r_util with SIS_UTIL"
+[ "$(feature_state SIS_UTIL)" = on ] && [ "$(feature_state SIS_PROP)" = off ] ||
+  fail "could not switch back to SIS_UTIL NO_SIS_PROP"
+
+sched_stop TERM
+expect_eq "exit status after SIGTERM" "$SCHED_RC" 0
+check_dmesg_clean
+pass

@@ -1,0 +1,94 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# monitor.sh EXPECTED_LLCS   (guest side of tests/vm.rs monitor_*)
+# `scx_sisutil monitor`:
+#  - with no scheduler running it waits, saying so on stderr (still running after 3 s; exits
+#    0 on SIGTERM), and a waiting monitor picks the scheduler up once it starts;
+#  - under hackbench, `monitor --json --count 2` prints 2 JSON lines with non-zero search,
+#    fast and scanned counters, one llcs entry per LLC of the guest (EXPECTED_LLCS, also
+#    checked against sysfs), per-LLC weights adding up to the CPU count, and success rates
+#    within 0..=100;
+#  - run as an unprivileged user it fails with a clear permission error.
+. "$(dirname "$0")/lib.sh"
+
+want_llcs=${1:?usage: monitor.sh EXPECTED_LLCS}
+ncpu=$(nproc)
+expect_eq "LLCs seen by the guest kernel" "$(guest_llcs)" "$want_llcs"
+
+# --- no scheduler: it waits --------------------------------------------------------------
+expect_eq "state before start" "$(scx_state)" disabled
+# It must still be running after 3 s (it did not give up by itself); SIGTERM then ends it
+# cleanly (exit 0: it handles SIGINT/SIGTERM). busybox timeout would hide the difference
+# (it returns the child's status), so signal it by hand.
+scx_sisutil monitor > /tmp/mon0.out 2> /tmp/mon0.err &
+mon_pid=$!
+bg "$mon_pid"
+sleep 3
+kill -0 "$mon_pid" 2>/dev/null || { wait "$mon_pid" || true; fail "monitor with no scheduler exited by itself within 3 s: $(cat /tmp/mon0.err)"; }
+ok "monitor with no scheduler still waiting after 3 s"
+kill -TERM "$mon_pid"
+dl=$(deadline_in 10)
+while kill -0 "$mon_pid" 2>/dev/null; do
+  before "$dl" || fail "monitor with no scheduler ignored SIGTERM for 10 s"
+  sleep 0.1
+done
+rc=0; wait "$mon_pid" || rc=$?
+echo "# monitor with no scheduler: exit $rc after SIGTERM; stderr: $(cat /tmp/mon0.err)"
+expect_eq "monitor with no scheduler, exit status after SIGTERM" "$rc" 0
+grep -q 'waiting for scx_sisutil to start' /tmp/mon0.err ||
+  fail "monitor with no scheduler did not print its waiting message"
+ok "monitor with no scheduler printed: $(head -n1 /tmp/mon0.err)"
+[ ! -s /tmp/mon0.out ] || fail "monitor with no scheduler printed a report: $(head -c 200 /tmp/mon0.out)"
+
+# A monitor started before the scheduler reports once the scheduler is up.
+timeout 120 scx_sisutil monitor --json --count 1 --interval 1 > /tmp/early.json 2> /tmp/early.err &
+early_pid=$!
+bg "$early_pid"
+sleep 1
+sched_start /tmp/sched.log
+rc=0; wait "$early_pid" || rc=$?
+expect_eq "monitor started before the scheduler, exit status" "$rc" 0
+expect_eq "JSON lines from the monitor started before the scheduler" "$(grep -c '^{' /tmp/early.json || true)" 1
+
+# --- under hackbench -----------------------------------------------------------------------
+hackbench_bg -g 2 -l 20
+sleep 2
+monitor_json /tmp/mon.json 2 1
+hackbench_bg_stop
+echo "# monitor --json --count 2 under hackbench:"
+sed 's/^/#   /' /tmp/mon.json
+
+n=0
+while IFS= read -r line; do
+  n=$((n + 1))
+  for f in search fast scanned; do
+    v=$(jq ".$f" <<<"$line")
+    [ "$v" -gt 0 ] || fail "report $n: $f = $v, want > 0 under hackbench"
+  done
+  keys=$(jq -r '.llcs | keys | map(tonumber) | sort | map(tostring) | join(",")' <<<"$line")
+  want=$(seq -s, 0 $((want_llcs - 1)))
+  [ "$keys" = "$want" ] || fail "report $n: llcs keys '$keys', want '$want'"
+  w=$(jq '[.llcs[].weight] | add' <<<"$line")
+  [ "$w" -eq "$ncpu" ] || fail "report $n: LLC weights add up to $w, want $ncpu CPUs"
+  bad=$(jq '[.success_rate, .llcs[].success_rate] | map(select(. < 0 or . > 100)) | length' <<<"$line")
+  [ "$bad" -eq 0 ] || fail "report $n: a success_rate is outside 0..=100"
+  ok "report $n: search/fast/scanned > 0, llcs {$keys}, weights sum $w, success rates in 0..=100 ($(jq -c '[.success_rate, [.llcs[].success_rate]]' <<<"$line"))"
+done < /tmp/mon.json
+expect_eq "monitor --count 2 reports" "$n" 2
+
+# --- unprivileged --------------------------------------------------------------------------
+# busybox su drops to nobody without a password when run by root.
+rc=0
+out=$(timeout 30 su -s /bin/sh nobody -c 'scx_sisutil monitor --count 1' 2>&1) || rc=$?
+echo "# monitor as nobody: exit $rc: $out"
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "monitor as nobody: exit status $rc, want a prompt failure"
+expect_eq "lines printed by monitor as nobody" "$(printf '%s\n' "$out" | awk 'NF' | wc -l)" 1
+grep -q -i -E 'root|permission' <<<"$out" || fail "monitor as nobody: no permission error: $out"
+ok "monitor as nobody fails with: $out"
+
+sched_alive "at the end"
+sched_stop INT
+expect_eq "exit status after SIGINT" "$SCHED_RC" 0
+check_dmesg_clean
+pass

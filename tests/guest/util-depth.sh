@@ -1,0 +1,133 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# util-depth.sh [LOAD_SECS]   (guest side of tests/vm.rs util_depth_*)
+# The loader's SIS_UTIL depth follows the load, as seen through `monitor --json`
+# (llcs[*].nr_idle_scan, sampled every 0.5 s):
+#   idle guest           every LLC at nr_idle_scan == weight within IDLE_LIMIT s of attach
+#   stress-ng --cpu N    every LLC at 0 within IN_LIMIT s of its N workers starting to run
+#                        (SIGCONT, see below), and 0 while they run
+#   load SIGSTOPped / SIGKILLed: every LLC back at its weight within OUT_LIMIT s
+# The script does nothing but sleep while the series is recorded (polling with jq would be
+# load of its own under TCG); it is analysed afterwards and printed whole. Times are guest
+# seconds (emulated under TCG).
+. "$(dirname "$0")/lib.sh"
+
+load_secs=${1:-8}
+readonly IDLE_SECS=5 IDLE_LIMIT=5 PAUSE_SECS=5 IN_LIMIT=2.5 OUT_LIMIT=3.5 AFTER_SECS=5
+ncpu=$(nproc)
+SERIES=/tmp/series
+
+sched_start /tmp/sched.log
+t_attach=$(now)
+
+# Timestamped monitor lines: "<guest uptime> <json>" (read builtin: no fork per line).
+(
+  trap - ERR EXIT; set +e
+  scx_sisutil monitor --json --interval 0.5 2> /tmp/series.err |
+    while IFS= read -r l; do read -r up _ < /proc/uptime; printf '%s %s\n' "$up" "$l"; done > "$SERIES"
+) &
+bg $!
+
+# rows: "t n0 w0 u0 n1 w1 u1 ..." per monitor line, LLCs in numeric order.
+rows() {
+  paste -d' ' <(cut -d' ' -f1 "$SERIES") \
+    <(cut -d' ' -f2- "$SERIES" | jq -r '[.llcs | to_entries | sort_by(.key | tonumber)[] |
+        "\(.value.nr_idle_scan) \(.value.weight) \(.value.util_pct)"] | join(" ")')
+}
+# first_row COND FROM: time of the first row at or after FROM where COND (full|zero) holds
+# on every LLC; empty if none.
+first_row() {
+  awk -v c="$1" -v from="$2" '
+    $1 >= from {
+      all = 1
+      for (i = 2; i + 1 <= NF; i += 3)
+        if ((c == "full" && $i != $(i + 1)) || (c == "zero" && $i != 0)) all = 0
+      if (all && !found) { print $1; found = 1 }
+    }' /tmp/rows
+}
+rel() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+
+sleep "$IDLE_SECS"
+# The load must start at a known moment, but stress-ng takes seconds (tens on a busy host)
+# to start its workers under TCG. So: start it, SIGSTOP its process group once all N
+# workers exist (setsid gave it one), let the guest go idle again, then SIGCONT: N running
+# workers at once. SIGKILL of the group ends the load at once too.
+setsid stress-ng --cpu "$ncpu" --timeout 300s > /tmp/stress.log 2>&1 &
+stress_pid=$!
+t_launch=$(now)
+bg "$stress_pid"
+dl=$(deadline_in 90)
+while [ "$({ pgrep stress-ng-cpu || true; } | wc -l)" -lt "$ncpu" ]; do
+  before "$dl" || fail "stress-ng did not start $ncpu workers in 90 s"
+  sleep 0.2
+done
+kill -STOP -- "-$stress_pid"
+t_stop=$(now)
+info "stress-ng: $ncpu workers up $(rel "$t_launch" "$t_stop") s after launch; stopped"
+sleep "$PAUSE_SECS"
+kill -CONT -- "-$stress_pid"
+t_load=$(now)
+sleep "$load_secs"
+kill -KILL -- "-$stress_pid"
+t_off=$(now)
+wait "$stress_pid" 2>/dev/null || true
+sleep "$AFTER_SECS"
+
+rows > /tmp/rows
+echo "# time series (s since attach; per LLC: nr_idle_scan/weight util%):"
+echo "#   stress-ng launched at $(rel "$t_attach" "$t_launch") s, SIGSTOP at $(rel "$t_attach" "$t_stop") s, SIGCONT (load on) at $(rel "$t_attach" "$t_load") s, SIGKILL at $(rel "$t_attach" "$t_off") s"
+awk -v a="$t_attach" '{
+  line = sprintf("#   %6.1f", $1 - a)
+  for (i = 2; i + 2 <= NF; i += 3) line = line sprintf("  %s/%s %5.1f%%", $i, $(i + 1), $(i + 2))
+  print line }' /tmp/rows
+n_rows=$(wc -l < /tmp/rows)
+[ "$n_rows" -ge 10 ] || fail "only $n_rows monitor reports in $((IDLE_SECS + load_secs + AFTER_SECS)) s"
+
+t_full=$(first_row full "$t_attach")
+if [ -n "$t_full" ] && awk_true 't < l' -v t="$t_full" -v l="$t_launch"; then :; else
+  fail "idle: nr_idle_scan never equal to the weight on every LLC before the load"
+fi
+d_idle=$(rel "$t_attach" "$t_full")
+awk_true 'd <= l' -v d="$d_idle" -v l="$IDLE_LIMIT" ||
+  fail "idle: full depth on every LLC only $d_idle s after attach (limit $IDLE_LIMIT)"
+ok "idle: nr_idle_scan == weight on every LLC $d_idle s after attach"
+
+t_zero=$(first_row zero "$t_load")
+[ -n "$t_zero" ] || fail "saturated: nr_idle_scan never 0 on every LLC"
+d_in=$(rel "$t_load" "$t_zero")
+awk_true 'd <= l' -v d="$d_in" -v l="$IN_LIMIT" ||
+  fail "saturated: nr_idle_scan 0 on every LLC only $d_in s after SIGCONT (limit $IN_LIMIT)"
+ok "saturated: nr_idle_scan 0 on every LLC $d_in s after SIGCONT"
+# While loaded, the depth stays at 0: count the reports between t_zero and the kill that are
+# not 0 everywhere (printed, and at most a fifth of them may differ: one report lands
+# while stress-ng forks or dies).
+read -r n_load n_bad < <(awk -v a="$t_zero" -v b="$t_off" '
+  $1 >= a && $1 < b { n++; for (i = 2; i + 1 <= NF; i += 3) if ($i != 0) { bad++; break } }
+  END { print n + 0, bad + 0 }' /tmp/rows)
+info "loaded reports after the first all-zero one: $n_load, not all zero: $n_bad"
+awk_true 'b * 5 <= n' -v b="$n_bad" -v n="$n_load" ||
+  fail "saturated: $n_bad of $n_load reports under load had a non-zero depth"
+ok "saturated: depth stayed 0 ($n_bad of $n_load reports differ)"
+
+t_back=$(first_row full "$t_stop")
+if [ -n "$t_back" ] && awk_true 't < l' -v t="$t_back" -v l="$t_load"; then :; else
+  fail "load stopped: nr_idle_scan not back to the weight on every LLC before SIGCONT"
+fi
+d_stop=$(rel "$t_stop" "$t_back")
+awk_true 'd <= l' -v d="$d_stop" -v l="$OUT_LIMIT" ||
+  fail "load stopped: full depth on every LLC only $d_stop s after SIGSTOP (limit $OUT_LIMIT)"
+ok "load stopped: nr_idle_scan == weight on every LLC $d_stop s after SIGSTOP"
+t_back=$(first_row full "$t_off")
+[ -n "$t_back" ] || fail "load gone: nr_idle_scan never back to the weight on every LLC"
+d_out=$(rel "$t_off" "$t_back")
+awk_true 'd <= l' -v d="$d_out" -v l="$OUT_LIMIT" ||
+  fail "load gone: full depth on every LLC only $d_out s after the kill (limit $OUT_LIMIT)"
+ok "load gone: nr_idle_scan == weight on every LLC $d_out s after the kill"
+echo "# depth summary: full ${d_idle}s after attach; full ${d_stop}s after SIGSTOP; 0 ${d_in}s after SIGCONT; full ${d_out}s after SIGKILL"
+
+sched_alive "at the end"
+sched_stop TERM
+expect_eq "exit status after SIGTERM" "$SCHED_RC" 0
+check_dmesg_clean
+pass

@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! VM integration tests: scx_sisutil on real sched_ext kernels.
+//!
+//!     cargo test --release --test vm -- --test-threads=2
+//!
+//! Each `#[test]` (but the host one) boots one QEMU guest through `tools/vm` (Debian 7.x with
+//! `--kernel 7`, 6.12 LTS with `--kernel 6.12`) and runs one guest script from
+//! `tests/guest/` (on the guest's PATH). The scripts print `ok: CHECK` per passed check,
+//! `FAIL: WHY` on the first failure (then exit 1) and `PASS NAME` at the end; here each test
+//! asserts the exit status, the absence of FAIL lines, the PASS line and that every check it
+//! expects did run, and prints the whole guest output (`--nocapture` shows it on success too).
+//!
+//! Nothing is skipped: without QEMU or a kernel, tools/vm fails and so does the test (also
+//! under CI=true). The console log of each run is kept in target/vm-logs/vmtest-NAME-console.log.
+//!
+//! Environment: SISUTIL_VMTEST_ATTACH_TIMEOUT (seconds, default 20) bounds how long the
+//! guest scripts wait for the scheduler to attach (BPF verification is slow under TCG; a
+//! busy host makes it slower).
+//!
+//! Times printed are host wall seconds; everything inside the guest runs under TCG
+//! emulation, where durations are distorted: the tests assert counts, ratios and generous
+//! time bounds only.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// Default topology: 2 LLCs (sockets) of 2 cores x 2 SMT threads.
+const SMT2LLC: &str = "8,sockets=2,cores=2,threads=2";
+/// One LLC of 4 CPUs, no SMT.
+const FLAT: &str = "4";
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+struct Outcome {
+    name: String,
+    status: Option<i32>,
+    stdout: String,
+}
+
+/// Boot a guest with `kernel` and `smp`, run `script` (a command line for the guest's
+/// busy-box sh), print everything, and return the outcome.
+fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> Outcome {
+    let logs = repo().join("target/vm-logs");
+    std::fs::create_dir_all(&logs).expect("cannot create target/vm-logs");
+    let console: PathBuf = logs.join(format!("vmtest-{name}-console.log"));
+    let attach = std::env::var("SISUTIL_VMTEST_ATTACH_TIMEOUT").unwrap_or_else(|_| "20".into());
+    let load0 = loadavg();
+    let t0 = Instant::now();
+    let out = Command::new(repo().join("tools/vm"))
+        .args(["--kernel", kernel, "--smp", smp, "--no-build"])
+        .args(["--timeout", &timeout_s.to_string()])
+        .arg("--log")
+        .arg(&console)
+        .args(["--env", &format!("VMTEST_ATTACH_TIMEOUT={attach}")])
+        .arg("--")
+        .arg(script)
+        // The binary cargo built for this test run, whatever the profile.
+        .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("cannot run tools/vm");
+    let secs = t0.elapsed().as_secs_f64();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+
+    println!(
+        "==== vmtest {name}: kernel {kernel}, smp {smp}: `{script}` -> exit {:?}, {secs:.1} s wall \
+         (host loadavg {load0} -> {})",
+        out.status.code(),
+        loadavg()
+    );
+    for l in stdout.lines() {
+        println!("[{name}] {l}");
+    }
+    for l in stderr.lines() {
+        println!("[{name}] vm: {l}");
+    }
+    println!("==== vmtest {name}: {secs:.1} s wall; console log {}", console.display());
+    Outcome {
+        name: name.to_string(),
+        status: out.status.code(),
+        stdout,
+    }
+}
+
+/// The script passed: exit 0, no FAIL line, its PASS line, and every expected check ran
+/// (an `ok:` line containing each string).
+fn assert_passed(o: &Outcome, script: &str, expected: &[&str]) {
+    let fails: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with("FAIL:")).collect();
+    assert!(fails.is_empty(), "{}: {}", o.name, fails.join("\n"));
+    assert_eq!(o.status, Some(0), "{}: tools/vm exit status (see the output above)", o.name);
+    let pass = format!("PASS {script}");
+    assert!(
+        o.stdout.lines().any(|l| l.trim_end() == pass),
+        "{}: no '{pass}' line: the script stopped early",
+        o.name
+    );
+    let oks: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with("ok: ")).collect();
+    for e in expected {
+        assert!(
+            oks.iter().any(|l| l.contains(e)),
+            "{}: the check '{e}' did not run (ok lines: {oks:#?})",
+            o.name
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// A. basic: attach, >= 30 s of stress-ng + hackbench, SIGTERM, SIGKILL, restart, SIGINT.
+
+const BASIC_CHECKS: &[&str] = &[
+    "state before start = disabled",
+    "attached (ops sisutil_",
+    "load ran (stress-ng status 0, hackbench all passed)",
+    "still enabled after 30 s of load",
+    "exit status after SIGTERM = 0",
+    "scheduler reported a clean unregistration",
+    "hackbench -g 1 -l 10 after SIGKILL, exit status = 0",
+    "re-attached after a SIGKILLed run",
+    "hackbench under the restarted scheduler, exit status = 0",
+    "exit status after SIGINT = 0",
+    "dmesg: no abnormal sched_ext disable",
+];
+
+fn basic(name: &str, kernel: &str, smp: &str) {
+    let o = run_vm(name, kernel, smp, 540, "basic.sh 30");
+    assert_passed(&o, "basic", BASIC_CHECKS);
+    // The SIGTERM run, the SIGKILL run and the SIGINT run each end in state disabled.
+    let disabled = o.stdout.lines().filter(|l| l.starts_with("ok: state disabled within 10 s")).count();
+    assert_eq!(disabled, 3, "{name}: want 3 'state disabled' checks (SIGTERM, SIGKILL, SIGINT)");
+}
+
+#[test]
+fn basic_7_smt2llc() {
+    basic("basic_7_smt2llc", "7", SMT2LLC);
+}
+
+#[test]
+fn basic_7_flat() {
+    basic("basic_7_flat", "7", FLAT);
+}
+
+#[test]
+fn basic_6_12_smt2llc() {
+    basic("basic_6_12_smt2llc", "6.12", SMT2LLC);
+}
+
+#[test]
+fn basic_6_12_flat() {
+    basic("basic_6_12_flat", "6.12", FLAT);
+}
+
+// ---------------------------------------------------------------------------------------
+// B. features: live switching, bad names, and a measurable behaviour change.
+
+fn features_live(name: &str, kernel: &str) {
+    let o = run_vm(name, kernel, SMT2LLC, 600, "features.sh");
+    assert_passed(
+        &o,
+        "features",
+        &[
+            "SIS_UTIL after NO_SIS_UTIL = off",
+            "SIS_PROP after SIS_PROP = on",
+            "no other feature changed",
+            "features BOGUS: one line listing the valid names",
+            "features BOGUS changed nothing",
+            "features NO_SIS_CORE BOGUS changed nothing",
+            "SIS_UTIL under overload: scan_skipped",
+            "SIS_UTIL under overload:",
+            "unbounded scan:",
+            "exit status after SIGTERM = 0",
+            "dmesg: no abnormal sched_ext disable",
+        ],
+    );
+    // Every phase printed all eight per-feature hit counters (the note needs them).
+    for phase in ["sisutil", "none", "sisprop"] {
+        let hits = o
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("# phase {phase:<9} hits:")))
+            .unwrap_or_else(|| panic!("{name}: no hit counters for phase {phase}"));
+        assert_eq!(hits.matches("hit_").count(), 8, "{name}: {hits}");
+    }
+}
+
+#[test]
+fn features_live_7() {
+    features_live("features_live_7", "7");
+}
+
+#[test]
+fn features_live_6_12() {
+    features_live("features_live_6_12", "6.12");
+}
+
+// ---------------------------------------------------------------------------------------
+// C. util_depth: SIS_UTIL's nr_idle_scan follows the load.
+
+fn util_depth(name: &str, kernel: &str) {
+    let o = run_vm(name, kernel, SMT2LLC, 480, "util-depth.sh 8");
+    assert_passed(
+        &o,
+        "util-depth",
+        &[
+            "idle: nr_idle_scan == weight on every LLC",
+            "saturated: nr_idle_scan 0 on every LLC",
+            "saturated: depth stayed 0",
+            "load stopped: nr_idle_scan == weight on every LLC",
+            "load gone: nr_idle_scan == weight on every LLC",
+            "exit status after SIGTERM = 0",
+            "dmesg: no abnormal sched_ext disable",
+        ],
+    );
+}
+
+#[test]
+fn util_depth_7() {
+    util_depth("util_depth_7", "7");
+}
+
+#[test]
+fn util_depth_6_12() {
+    util_depth("util_depth_6_12", "6.12");
+}
+
+// ---------------------------------------------------------------------------------------
+// D. monitor: JSON reports, waiting with no scheduler, permission error.
+
+fn monitor(name: &str, kernel: &str) {
+    let o = run_vm(name, kernel, SMT2LLC, 480, "monitor.sh 2");
+    assert_passed(
+        &o,
+        "monitor",
+        &[
+            "LLCs seen by the guest kernel = 2",
+            "monitor with no scheduler still waiting after 3 s",
+            "monitor with no scheduler printed: waiting for scx_sisutil to start",
+            "JSON lines from the monitor started before the scheduler = 1",
+            "report 1: search/fast/scanned > 0, llcs {0,1}",
+            "report 2: search/fast/scanned > 0, llcs {0,1}",
+            "monitor --count 2 reports = 2",
+            "monitor as nobody fails with:",
+            "exit status after SIGINT = 0",
+        ],
+    );
+}
+
+#[test]
+fn monitor_7() {
+    monitor("monitor_7", "7");
+}
+
+#[test]
+fn monitor_6_12() {
+    monitor("monitor_6_12", "6.12");
+}
+
+// ---------------------------------------------------------------------------------------
+// E. errors: one clear line for each first mistake.
+
+#[test]
+fn errors_vm_6_12() {
+    let o = run_vm("errors_vm_6_12", "6.12", SMT2LLC, 420, "errors.sh");
+    assert_passed(
+        &o,
+        "errors",
+        &[
+            "scx_sisutil as nobody: exit 1, one line: scx_sisutil: error: must run as root",
+            "scx_sisutil --slice-us 0: exit 2, one line",
+            "scx_sisutil --imbalance-pct 99: exit 2, one line",
+            "scx_sisutil --interval-ms 0: exit 2, one line",
+            "scx_sisutil --preset foo: exit 2, one line",
+            "scx_sisutil --features BOGUS: exit 1, one line",
+            "second instance refused: scx_sisutil: error: another sched_ext scheduler is already running",
+            "features NO_SIS_UTIL as nobody refused",
+            "exit status after SIGTERM = 0",
+            "dmesg: no abnormal sched_ext disable",
+        ],
+    );
+}
+
+/// On the host (no VM): the test host's kernel has no sched_ext, so the scheduler must
+/// refuse with its one-line explanation (as root) - or ask for root first (not root).
+#[test]
+fn errors_host_no_sched_ext() {
+    let root = unsafe { libc::geteuid() } == 0;
+    let has_scx = Path::new("/sys/kernel/sched_ext").exists();
+    // Never start a scheduler on the host the tests run on.
+    assert!(
+        !(root && has_scx),
+        "this host has sched_ext and we are root: the no-sched_ext error cannot be checked \
+         here, and the test will not attach a scheduler to the host"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_scx_sisutil"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("cannot run scx_sisutil");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("host: root={root} sched_ext={has_scx}: exit {:?}, stderr:\n{stderr}", out.status.code());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "stdout: {}", String::from_utf8_lossy(&out.stdout));
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "want one line: {lines:?}");
+    let want = if root {
+        "scx_sisutil: error: this kernel has no sched_ext"
+    } else {
+        "scx_sisutil: error: must run as root"
+    };
+    assert!(lines[0].starts_with(want), "want '{want}...', got '{}'", lines[0]);
+}
