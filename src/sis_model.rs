@@ -18,13 +18,25 @@
 //!   tests idleness first): only the number of probes can differ.
 //! - recent_used_cpu == -1 means "none".
 //!
-//! Counters follow the scheduler's `enum sis_stat` (intf.h):
+//! Counters follow the scheduler's `enum sis_stat` (intf.h), with the
+//! conventions of Mel Gorman's SIS schedstats (lore
+//! 20210726102247.21437-2-mgorman@techsingularity.net; seed 004 quotes the
+//! derived se_eff/dom_eff/fast_rate/success_rate):
 //! - SEARCH: every call. FAST: target, prev or recent_used_cpu chosen.
-//! - SCANNED: every available_idle_cpu() probe of a CPU, the fast path's
-//!   (target, prev, recent) and select_idle_smt()'s included.
-//! - DOMAIN_SEARCH: select_idle_cpu() entered (a SIS_UTIL skip included),
-//!   DOMAIN_SCANNED: CPUs probed by it (each thread select_idle_core()
-//!   examines, each __select_idle_cpu()).
+//! - SCANNED: runqueues scanned. "Checking if prev, target and recent is
+//!   treated as one scan. A perfect hit on one of those is considered 100%
+//!   efficiency": +1 at entry for the whole fast path, however many of the
+//!   three are probed, then +1 per CPU probed by select_idle_smt(),
+//!   select_idle_core() (each thread) and __select_idle_cpu(). So
+//!   se_eff = 100 * SEARCH / SCANNED is 100% when the fast path hits.
+//! - DOMAIN_SEARCH: the fast checks failed and sd_llc(target) exists;
+//!   counted BEFORE the SMT check (Mel's sis_domain_search), so an idle SMT
+//!   sibling of prev is a successful domain search, and a SIS_UTIL-skipped
+//!   scan is a failed one.
+//! - DOMAIN_SCANNED: every CPU probed after that point (the SMT siblings,
+//!   select_idle_core()'s threads, __select_idle_cpu()'s CPUs). Each
+//!   search has exactly one fast-path scan, so DOMAIN_SCANNED == SCANNED -
+//!   SEARCH (how mmtests derives it from the kernel's counters).
 //! - FAILED: select_idle_cpu() found nothing, target returned.
 //! - CORE_SEARCH / CORE_FAILED: select_idle_cpu() with has_idle_core /
 //!   the loop ended without an idle core (hint cleared).
@@ -159,10 +171,18 @@ impl Sis<'_> {
         self.cnt[stat as usize] += 1;
     }
 
-    /// available_idle_cpu(): one probe of a runqueue.
-    fn available_idle_cpu(&mut self, cpu: usize) -> bool {
-        self.inc(bi::sis_stat_STAT_SCANNED);
+    /// available_idle_cpu(): a read of the runqueue, counted by the caller.
+    fn available_idle_cpu(&self, cpu: usize) -> bool {
         self.w.idle.contains(&cpu)
+    }
+
+    /// A CPU probed by the domain search (select_idle_smt, select_idle_core,
+    /// __select_idle_cpu): Mel's schedstat_inc(sis_scanned) there, and one
+    /// domain-scanned runqueue.
+    fn domain_probe(&mut self, cpu: usize) -> bool {
+        self.inc(bi::sis_stat_STAT_SCANNED);
+        self.inc(bi::sis_stat_STAT_DOMAIN_SCANNED);
+        self.available_idle_cpu(cpu)
     }
 
     fn allowed(&self, cpu: usize) -> bool {
@@ -189,7 +209,7 @@ impl Sis<'_> {
             if !self.m.share_cache(cpu as i64, self.w.target as i64) {
                 continue;
             }
-            if self.available_idle_cpu(cpu) {
+            if self.domain_probe(cpu) {
                 return Some(cpu);
             }
         }
@@ -207,8 +227,7 @@ impl Sis<'_> {
     ) -> Option<usize> {
         let mut idle = true;
         for cpu in self.m.smt_mask(core) {
-            self.inc(bi::sis_stat_STAT_DOMAIN_SCANNED);
-            if !self.available_idle_cpu(cpu) {
+            if !self.domain_probe(cpu) {
                 idle = false;
                 if idle_cpu.is_none() {
                     // no SCHED_IDLE runqueues: only keep looking for a fallback
@@ -238,7 +257,6 @@ impl Sis<'_> {
             .map(|span| span.intersection(&self.w.allowed).copied().collect())
             .unwrap_or_default();
 
-        self.inc(bi::sis_stat_STAT_DOMAIN_SEARCH);
         if has_idle_core {
             self.inc(bi::sis_stat_STAT_CORE_SEARCH);
         }
@@ -277,8 +295,7 @@ impl Sis<'_> {
                     return None;
                 }
                 // __select_idle_cpu()
-                self.inc(bi::sis_stat_STAT_DOMAIN_SCANNED);
-                if self.available_idle_cpu(cpu) {
+                if self.domain_probe(cpu) {
                     idle_cpu = Some(cpu);
                     break;
                 }
@@ -305,6 +322,8 @@ pub fn select_idle_sibling(m: &Machine, w: &Wakeup) -> Outcome {
         cnt: [0; STAT_NR],
     };
     s.inc(bi::sis_stat_STAT_SEARCH);
+    // target, prev and recent: one scan, whatever the number of probes
+    s.inc(bi::sis_stat_STAT_SCANNED);
 
     if s.allowed(target) && s.available_idle_cpu(target) {
         s.inc(bi::sis_stat_STAT_FAST);
@@ -342,6 +361,9 @@ pub fn select_idle_sibling(m: &Machine, w: &Wakeup) -> Outcome {
     if m.llc_span_of(target).is_none() {
         return s.done(target);
     }
+
+    // schedstat_inc(sis_domain_search): before the SMT sibling check
+    s.inc(bi::sis_stat_STAT_DOMAIN_SEARCH);
 
     let mut has_idle_core = false;
     if m.smt_active && w.sis_core {
@@ -431,7 +453,9 @@ mod tests {
         let o = select_idle_sibling(&m, &w);
         assert_eq!((o.cpu, o.recent), (7, 5));
         assert_eq!(c(&o, bi::sis_stat_STAT_RECENT), 1);
-        assert_eq!(c(&o, bi::sis_stat_STAT_SCANNED), 3);
+        // target, prev and recent probed: still one scan, no domain search
+        assert_eq!(c(&o, bi::sis_stat_STAT_SCANNED), 1);
+        assert_eq!(c(&o, bi::sis_stat_STAT_DOMAIN_SEARCH), 0);
         // prev idle: returned before recent_used_cpu is touched
         let mut w = wake(&m, 5, 2, &[5, 7]);
         w.recent = 7;
@@ -441,6 +465,20 @@ mod tests {
         let mut w = wake(&m, 5, 2, &[]);
         w.recent = 7;
         assert_eq!(select_idle_sibling(&m, &w).recent, 5);
+    }
+
+    #[test]
+    fn sis_model_smt_sibling_is_a_domain_search() {
+        // {0,1}{2,3} | {4,5}{6,7}: target 0, prev 2 busy, sibling 3 idle
+        let m = Machine::new(&TopoDesc::synthetic(2, 2, 2, 1));
+        let o = select_idle_sibling(&m, &wake(&m, 2, 0, &[3]));
+        assert_eq!(o.cpu, 3);
+        // fast path (1) + sibling 3 (1); the domain search succeeded
+        assert_eq!(c(&o, bi::sis_stat_STAT_SCANNED), 2);
+        assert_eq!(c(&o, bi::sis_stat_STAT_DOMAIN_SEARCH), 1);
+        assert_eq!(c(&o, bi::sis_stat_STAT_DOMAIN_SCANNED), 1);
+        assert_eq!(c(&o, bi::sis_stat_STAT_SMT), 1);
+        assert_eq!(c(&o, bi::sis_stat_STAT_FAILED), 0);
     }
 
     #[test]

@@ -44,6 +44,8 @@ const PATCHED: u64 = (bi::sis_feature_FEAT_SIS_UTIL
 struct BpfOut {
     cpu: i32,
     has_idle_cores: bool,
+    /// p->recent_used_cpu after the call
+    recent: i32,
     cnt: [u64; STAT_NR],
 }
 
@@ -98,6 +100,7 @@ impl<'obj> Bpf<'obj> {
             allowed: to_words(&w.allowed),
             cpu: -2,
             has_idle_cores_out: 2,
+            recent_out: i32::MIN,
             cnt: [u64::MAX; STAT_NR],
             ..Default::default()
         };
@@ -128,6 +131,10 @@ impl<'obj> Bpf<'obj> {
                 1 => true,
                 v => panic!("has_idle_cores_out = {v}: not written"),
             },
+            recent: match args.recent_out {
+                i32::MIN => panic!("recent_out not written"),
+                v => v,
+            },
             cnt: args.cnt,
         }
     }
@@ -151,6 +158,7 @@ fn model_as_bpf(o: &Outcome) -> BpfOut {
     BpfOut {
         cpu: o.cpu as i32,
         has_idle_cores: o.has_idle_cores,
+        recent: o.recent,
         cnt: o.cnt,
     }
 }
@@ -158,8 +166,9 @@ fn model_as_bpf(o: &Outcome) -> BpfOut {
 /// Human-readable difference between two results, named `a` and `b`.
 fn diff(a_name: &str, a: &BpfOut, b_name: &str, b: &BpfOut) -> String {
     let mut s = format!(
-        "cpu {a_name} {} {b_name} {}; has_idle_cores {a_name} {} {b_name} {}",
-        a.cpu, b.cpu, a.has_idle_cores, b.has_idle_cores
+        "cpu {a_name} {} {b_name} {}; has_idle_cores {a_name} {} {b_name} {}; \
+         recent {a_name} {} {b_name} {}",
+        a.cpu, b.cpu, a.has_idle_cores, b.has_idle_cores, a.recent, b.recent
     );
     for i in 0..STAT_NR {
         if a.cnt[i] != b.cnt[i] {
@@ -364,6 +373,46 @@ const PATHS: [&str; 11] = [
     "scan, idle cpu",
 ];
 
+/// The counting convention and the recent_used_cpu rule, checked on one
+/// result (the model's or the BPF's) on its own, so that a mistake shared
+/// by both still fails. The target's LLC always exists in the random states.
+fn convention_errors(o: &BpfOut, w: &Wakeup) -> Vec<String> {
+    let c = |s: u32| o.cnt[s as usize];
+    let (search, scanned) = (c(bi::sis_stat_STAT_SEARCH), c(bi::sis_stat_STAT_SCANNED));
+    let (dom_search, dom_scanned) = (
+        c(bi::sis_stat_STAT_DOMAIN_SEARCH),
+        c(bi::sis_stat_STAT_DOMAIN_SCANNED),
+    );
+    let fast = c(bi::sis_stat_STAT_FAST);
+    let mut e = vec![];
+    if search != 1 {
+        e.push(format!("search {search} != 1"));
+    }
+    // mmtests: each search is exactly one fast-path scan
+    if dom_scanned + search != scanned {
+        e.push(format!(
+            "domain_scanned {dom_scanned} != scanned {scanned} - search {search}"
+        ));
+    }
+    // a fast hit is 100% efficiency; otherwise the domain search is counted
+    if fast == 1 && (scanned != 1 || dom_search != 0) {
+        e.push(format!(
+            "fast hit with scanned {scanned} domain_search {dom_search}"
+        ));
+    }
+    if fast + dom_search != 1 {
+        e.push(format!("fast {fast} + domain_search {dom_search} != 1"));
+    }
+    // recent_used_cpu becomes prev after the prev check, unchanged when the
+    // call returned at target or prev
+    let at_target_or_prev = fast == 1 && c(bi::sis_stat_STAT_RECENT) == 0;
+    let want = if at_target_or_prev { w.recent } else { w.prev as i32 };
+    if o.recent != want {
+        e.push(format!("recent_used_cpu {} != {want}", o.recent));
+    }
+    e
+}
+
 const SEED: u64 = 0x5151_0000;
 const STATES_PER_TOPOLOGY: usize = 4000;
 
@@ -389,6 +438,11 @@ fn sis_random_states_match_model() {
             let model = model_as_bpf(&want);
             *paths.entry(path_of(&want, &w)).or_default() += 1;
             total += 1;
+            for (who, out) in [("model", &model), ("bpf", &got)] {
+                for e in convention_errors(out, &w) {
+                    failures.push(format!("topology {name} seed {seed:#x}: {who}: {e}"));
+                }
+            }
             if model != got {
                 failures.push(format!(
                     "topology {name} seed {seed:#x}: {}\n  state: prev {} target {} recent {} \
@@ -421,7 +475,10 @@ fn sis_random_states_match_model() {
         for f in failures.iter().take(10) {
             eprintln!("MISMATCH {f}");
         }
-        panic!("{} of {total} states differ from the model", failures.len());
+        panic!(
+            "{} failures in {total} states (model differs, or the counting convention broken)",
+            failures.len()
+        );
     }
     // the comparison only means something where the states reach
     for p in PATHS {
@@ -431,7 +488,15 @@ fn sis_random_states_match_model() {
     assert!(total >= 20_000);
 }
 
-/// A hand-worked case: the expected CPU, hint and every non-zero counter.
+/// A hand-worked case: the expected CPU, hint, recent_used_cpu afterwards
+/// and every non-zero counter.
+///
+/// Counting convention (Mel Gorman's SIS schedstats, see sis_model.rs): the
+/// fast checks of target, prev and recent are ONE scan (SCANNED +1 at
+/// entry, however many of them are probed); DOMAIN_SEARCH +1 once they
+/// failed, before the SMT sibling check; then every CPU probed (sibling,
+/// core thread, __select_idle_cpu) is +1 SCANNED and +1 DOMAIN_SCANNED.
+/// recent_used_cpu becomes prev once the prev check failed.
 struct Case {
     what: &'static str,
     desc: TopoDesc,
@@ -439,6 +504,7 @@ struct Case {
     features: u64,
     cpu: usize,
     hint: bool,
+    recent: i32,
     counters: &'static [(u32, u64)],
 }
 
@@ -476,21 +542,28 @@ fn hand_cases() -> Vec<Case> {
     let no_core = PATCHED & !FEAT_SIS_CORE;
     vec![
         Case {
+            // fast: target 2 busy, prev == target, no recent -> 1 scan.
+            // domain search (no SMT): 3 4 5 busy, 6 idle -> 4 probed.
+            // scanned 1 + 4 = 5. recent <- prev 2.
             what: "target 2 busy, idle {0,6}: scan 3,4,5,6",
             desc: flat8(),
             w: wake(2, 2, &[0, 6]),
             features: PATCHED,
             cpu: 6,
             hint: false,
+            recent: 2,
             counters: &[(SEARCH, 1), (SCANNED, 5), (DOM_SEARCH, 1), (DOM_SCANNED, 4)],
         },
         Case {
+            // nr = 4: 3 (nr 3), 4 (nr 2), 5 (nr 1) probed, at 6 --nr = 0
+            // stops. scanned 1 + 3 = 4, failed: target.
             what: "depth 3: 3,4,5 probed, --nr hits 0 before 6",
             desc: flat8(),
             w: with(wake(2, 2, &[0, 6]), &|w| w.depth = 3),
             features: PATCHED,
             cpu: 2,
             hint: false,
+            recent: 2,
             counters: &[
                 (SEARCH, 1),
                 (SCANNED, 4),
@@ -502,21 +575,26 @@ fn hand_cases() -> Vec<Case> {
             ],
         },
         Case {
+            // nr = 5: 3, 4, 5, 6 probed (nr 4..1), 6 idle. 1 + 4 = 5.
             what: "depth 4 reaches 6",
             desc: flat8(),
             w: with(wake(2, 2, &[0, 6]), &|w| w.depth = 4),
             features: PATCHED,
             cpu: 6,
             hint: false,
+            recent: 2,
             counters: &[(SEARCH, 1), (SCANNED, 5), (DOM_SEARCH, 1), (DOM_SCANNED, 4)],
         },
         Case {
+            // the domain search is counted, then nr == 1 skips the scan:
+            // only the fast scan, a failed domain search with 0 probes.
             what: "depth 0: no scan",
             desc: flat8(),
             w: with(wake(2, 2, &[0, 6]), &|w| w.depth = 0),
             features: PATCHED,
             cpu: 2,
             hint: false,
+            recent: 2,
             counters: &[
                 (SEARCH, 1),
                 (SCANNED, 1),
@@ -527,21 +605,26 @@ fn hand_cases() -> Vec<Case> {
             ],
         },
         Case {
+            // from 7: 7, 0, 1 probed (1 idle). 1 + 3 = 4.
             what: "wrap: target 6, idle {1}: 7,0,1",
             desc: flat8(),
             w: wake(6, 6, &[1]),
             features: PATCHED,
             cpu: 1,
             hint: false,
+            recent: 6,
             counters: &[(SEARCH, 1), (SCANNED, 4), (DOM_SEARCH, 1), (DOM_SCANNED, 3)],
         },
         Case {
+            // 3 4 5 6 7 0 1 2: all 8 of the LLC probed, target 2 again last
+            // (the fast check of 2 is in the one fast scan). 1 + 8 = 9.
             what: "nothing idle: 8 CPUs scanned, target probed again last",
             desc: flat8(),
             w: wake(2, 2, &[]),
             features: PATCHED,
             cpu: 2,
             hint: false,
+            recent: 2,
             counters: &[
                 (SEARCH, 1),
                 (SCANNED, 9),
@@ -551,33 +634,55 @@ fn hand_cases() -> Vec<Case> {
             ],
         },
         Case {
+            // one fast scan, hit: se_eff 100%. Returned before recent is
+            // touched: recent stays -1.
             what: "target idle",
             desc: flat8(),
             w: wake(5, 2, &[2, 5]),
             features: PATCHED,
             cpu: 2,
             hint: false,
+            recent: -1,
             counters: &[(SEARCH, 1), (SCANNED, 1), (FAST, 1)],
         },
         Case {
+            // target 2 and prev 5 probed, both within the one fast scan:
+            // 100% efficiency. recent untouched (-1).
             what: "prev idle, same LLC",
             desc: flat8(),
             w: wake(5, 2, &[5, 6]),
             features: PATCHED,
             cpu: 5,
             hint: false,
-            counters: &[(SEARCH, 1), (SCANNED, 2), (FAST, 1)],
+            recent: -1,
+            counters: &[(SEARCH, 1), (SCANNED, 1), (FAST, 1)],
         },
         Case {
+            // target 2, prev 5, recent 7 probed: still one scan. recent
+            // was replaced by prev 5 before 7 was checked.
             what: "recent_used_cpu idle",
             desc: flat8(),
             w: with(wake(5, 2, &[6, 7]), &|w| w.recent = 7),
             features: PATCHED,
             cpu: 7,
             hint: false,
-            counters: &[(SEARCH, 1), (SCANNED, 3), (FAST, 1), (RECENT, 1)],
+            recent: 5,
+            counters: &[(SEARCH, 1), (SCANNED, 1), (FAST, 1), (RECENT, 1)],
         },
         Case {
+            // target 2, prev 5, recent 7 all busy: 1 fast scan. Then the
+            // domain scan from 3: 3 4 5 6 7 0 (0 idle) -> 6 probes. 1 + 6.
+            what: "target, prev, recent busy: three probes are one scan",
+            desc: flat8(),
+            w: with(wake(5, 2, &[0]), &|w| w.recent = 7),
+            features: PATCHED,
+            cpu: 0,
+            hint: false,
+            recent: 5,
+            counters: &[(SEARCH, 1), (SCANNED, 7), (DOM_SEARCH, 1), (DOM_SCANNED, 6)],
+        },
+        Case {
+            // nr = 2; 3 4 5 not allowed (no --nr), 6: --nr = 1, probed, idle.
             what: "allowed {2,6}: disallowed CPUs cost no depth",
             desc: flat8(),
             w: with(wake(2, 2, &[4, 6]), &|w| {
@@ -587,42 +692,77 @@ fn hand_cases() -> Vec<Case> {
             features: PATCHED,
             cpu: 6,
             hint: false,
+            recent: 2,
             counters: &[(SEARCH, 1), (SCANNED, 2), (DOM_SEARCH, 1), (DOM_SCANNED, 1)],
         },
         Case {
+            // fast: target 0, prev 2 busy (one scan). Domain search counted
+            // before the SMT check; sibling 3 of prev probed, idle: a
+            // successful domain search of 1 probe. 1 + 1 = 2.
             what: "idle SMT sibling of prev",
             desc: two_llc(),
             w: wake(2, 0, &[3, 5]),
             features: PATCHED,
             cpu: 3,
             hint: false,
-            counters: &[(SEARCH, 1), (SCANNED, 3), (SMT, 1)],
+            recent: 2,
+            counters: &[
+                (SEARCH, 1),
+                (SCANNED, 2),
+                (DOM_SEARCH, 1),
+                (DOM_SCANNED, 1),
+                (SMT, 1),
+            ],
         },
         Case {
+            // sibling 3 busy (1 probe), then the scan from 1: 1 idle (1
+            // probe). One domain search of 2 probes. 1 + 2 = 3.
+            what: "SMT sibling busy, then the LLC scan: one domain search",
+            desc: two_llc(),
+            w: wake(2, 0, &[1]),
+            features: PATCHED,
+            cpu: 1,
+            hint: false,
+            recent: 2,
+            counters: &[(SEARCH, 1), (SCANNED, 3), (DOM_SEARCH, 1), (DOM_SCANNED, 2)],
+        },
+        Case {
+            // no sibling check; scan from 1 in {0,1,2,3}: 1, 2, 3 (idle).
+            // 1 + 3 = 4.
             what: "NO_SIS_CORE: no sibling check, scan 1,2,3",
             desc: two_llc(),
             w: wake(2, 0, &[3, 5]),
             features: no_core,
             cpu: 3,
             hint: false,
-            counters: &[(SEARCH, 1), (SCANNED, 5), (DOM_SEARCH, 1), (DOM_SCANNED, 3)],
+            recent: 2,
+            counters: &[(SEARCH, 1), (SCANNED, 4), (DOM_SEARCH, 1), (DOM_SCANNED, 3)],
         },
         Case {
+            // prev 5 is not cache affine: neither probed nor its sibling;
+            // scan 1, 2, 3 (idle). 1 + 3 = 4. recent <- prev 5 all the same.
             what: "prev in the other LLC: neither prev nor its sibling",
             desc: two_llc(),
             w: wake(5, 0, &[3, 5]),
             features: PATCHED,
             cpu: 3,
             hint: false,
+            recent: 5,
             counters: &[(SEARCH, 1), (SCANNED, 4), (DOM_SEARCH, 1), (DOM_SCANNED, 3)],
         },
         Case {
+            // hint set: no sibling check. Core scan from 1: core {0,1}
+            // 0 busy, 1 busy (2 probes, no fallback yet); core {2,3}: 2
+            // busy, 3 idle = fallback (2); core {4,5}: 4 busy, fallback
+            // known -> break (1); core {6,7}: both idle (2) -> core 6.
+            // 7 probes, 1 + 7 = 8.
             what: "idle core {6,7} after busy cores, fallback 3 seen",
             desc: smt8(),
             w: with(wake(0, 0, &[3, 6, 7]), &|w| w.has_idle_cores = true),
             features: PATCHED,
             cpu: 6,
             hint: true,
+            recent: 0,
             counters: &[
                 (SEARCH, 1),
                 (SCANNED, 8),
@@ -633,6 +773,7 @@ fn hand_cases() -> Vec<Case> {
             ],
         },
         Case {
+            // same walk as above: the core search ignores nr.
             what: "depth 1 does not bound the core search",
             desc: smt8(),
             w: with(wake(0, 0, &[3, 6, 7]), &|w| {
@@ -642,6 +783,7 @@ fn hand_cases() -> Vec<Case> {
             features: PATCHED,
             cpu: 6,
             hint: true,
+            recent: 0,
             counters: &[
                 (SEARCH, 1),
                 (SCANNED, 8),
@@ -652,12 +794,16 @@ fn hand_cases() -> Vec<Case> {
             ],
         },
         Case {
+            // {0,1}: 2 probes; {2,3}: 2 busy, 3 fallback (2); {4,5}: 4
+            // busy -> break (1); {6,7}: 6 busy -> break (1). 6 probes,
+            // 1 + 6 = 7; no idle core: hint cleared, fallback 3 taken.
             what: "no idle core: hint cleared, fallback thread 3",
             desc: smt8(),
             w: with(wake(0, 0, &[3, 7]), &|w| w.has_idle_cores = true),
             features: PATCHED,
             cpu: 3,
             hint: false,
+            recent: 0,
             counters: &[
                 (SEARCH, 1),
                 (SCANNED, 7),
@@ -668,6 +814,9 @@ fn hand_cases() -> Vec<Case> {
             ],
         },
         Case {
+            // 3 not in cpus: {0,1} 2 probes; {2,3} 2 (3 idle, not a
+            // fallback); {4,5} 2 (no fallback yet, keep going); {6,7}: 6
+            // busy, 7 idle = fallback (2). 8 probes, 1 + 8 = 9.
             what: "fallback must be allowed: 3 not allowed, 7 taken",
             desc: smt8(),
             w: with(wake(0, 0, &[3, 7]), &|w| {
@@ -677,6 +826,7 @@ fn hand_cases() -> Vec<Case> {
             features: PATCHED,
             cpu: 7,
             hint: false,
+            recent: 0,
             counters: &[
                 (SEARCH, 1),
                 (SCANNED, 9),
@@ -687,6 +837,8 @@ fn hand_cases() -> Vec<Case> {
             ],
         },
         Case {
+            // domain search counted, core search started, nr == 1: skipped
+            // before any probe. Only the fast scan; hint kept.
             what: "depth 0 with the hint set: no scan, hint kept",
             desc: smt8(),
             w: with(wake(0, 0, &[3, 6, 7]), &|w| {
@@ -696,6 +848,7 @@ fn hand_cases() -> Vec<Case> {
             features: PATCHED,
             cpu: 0,
             hint: true,
+            recent: 0,
             counters: &[
                 (SEARCH, 1),
                 (SCANNED, 1),
@@ -707,12 +860,15 @@ fn hand_cases() -> Vec<Case> {
             ],
         },
         Case {
+            // from 4: 4-7 are not in the LLC, 8 is the first probe, idle.
+            // 1 + 1 = 2.
             what: "x86 siblings: LLC {0-3,8-11}, target 3 wraps to 8 first",
             desc: topo_x86_siblings(),
             w: wake(3, 3, &[2, 8]),
             features: no_core,
             cpu: 8,
             hint: false,
+            recent: 3,
             counters: &[(SEARCH, 1), (SCANNED, 2), (DOM_SEARCH, 1), (DOM_SCANNED, 1)],
         },
     ]
@@ -733,6 +889,7 @@ fn sis_hand_worked_cases() {
         let expected = BpfOut {
             cpu: case.cpu as i32,
             has_idle_cores: case.hint,
+            recent: case.recent,
             cnt,
         };
         let m = Machine::new(&case.desc);
@@ -777,6 +934,8 @@ fn sis_harness_bitmaps_and_outputs() {
     let got = bpf.run(&w, PATCHED & !FEAT_SIS_CORE);
     assert_eq!(got.cpu, 511, "{got:?}");
     assert_eq!(got.cnt[DOM_SCANNED as usize], 2);
+    // target 128 busy: recent_used_cpu (-1) became prev 128
+    assert_eq!(got.recent, 128);
     let model = sis_model::select_idle_sibling(&Machine::new(&desc), &w);
     assert_eq!(model_as_bpf(&model), got);
 }

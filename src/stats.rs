@@ -21,9 +21,9 @@ macro_rules! counters {
         $mac! {
             search: sis_stat_STAT_SEARCH, "select_cpu wake-up placements (select_idle_sibling calls)";
             fast: sis_stat_STAT_FAST, "placed on target, prev or recent_used_cpu without a domain scan";
-            domain_search: sis_stat_STAT_DOMAIN_SEARCH, "LLC scans started (select_idle_cpu)";
-            domain_scanned: sis_stat_STAT_DOMAIN_SCANNED, "CPUs examined by LLC scans";
-            scanned: sis_stat_STAT_SCANNED, "CPUs examined in all, fast path included";
+            domain_search: sis_stat_STAT_DOMAIN_SEARCH, "searches past target/prev/recent: SMT sibling check + LLC scan (skipped ones included)";
+            domain_scanned: sis_stat_STAT_DOMAIN_SCANNED, "CPUs examined by domain searches (SMT siblings, LLC scan) = scanned - search";
+            scanned: sis_stat_STAT_SCANNED, "runqueues scanned: 1 per search for target/prev/recent together, + domain_scanned";
             failed: sis_stat_STAT_FAILED, "LLC scans that found no idle CPU (incl. skipped ones)";
             core_search: sis_stat_STAT_CORE_SEARCH, "scans for a whole idle core (has_idle_cores set)";
             core_failed: sis_stat_STAT_CORE_FAILED, "idle-core scans that found none (hint cleared)";
@@ -66,7 +66,7 @@ macro_rules! def_metrics {
             pub fast_rate: f64,
             #[stat(desc = "success_rate%: 100*(search-failed)/search")]
             pub success_rate: f64,
-            #[stat(desc = "average CPUs examined per LLC scan: domain_scanned/domain_search")]
+            #[stat(desc = "average CPUs examined per domain search: domain_scanned/domain_search")]
             pub avg_domain_scanned: f64,
             $(
                 #[stat(desc = $desc)]
@@ -100,11 +100,11 @@ pub struct LlcMetrics {
     pub nr_idle_scan: u64,
     #[stat(desc = "wake-up placements attributed to the LLC")]
     pub search: u64,
-    #[stat(desc = "CPUs examined")]
+    #[stat(desc = "runqueues scanned (1 per search for the fast path + domain_scanned)")]
     pub scanned: u64,
-    #[stat(desc = "LLC scans started")]
+    #[stat(desc = "domain searches (SMT sibling check + LLC scan)")]
     pub domain_search: u64,
-    #[stat(desc = "CPUs examined by LLC scans")]
+    #[stat(desc = "CPUs examined by domain searches")]
     pub domain_scanned: u64,
     #[stat(desc = "LLC scans that found nothing")]
     pub failed: u64,

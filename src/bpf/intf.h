@@ -153,6 +153,8 @@ struct sis_test_args {
 	/* out */
 	s32 cpu;		/* chosen CPU */
 	u32 has_idle_cores_out;
+	s32 recent_out;		/* recent_used_cpu after the call */
+	u32 __pad_out;
 	u64 cnt[STAT_NR];
 };
 

@@ -34,14 +34,31 @@ static __always_inline bool sis_take(struct sis_ctx *c, s32 cpu)
 	return true;
 }
 
-/* A CPU is probed: counted as scanned (Mel Gorman's sis_scanned). */
+/*
+ * Counters, as Mel Gorman's SIS schedstats (seed 004's se_eff/dom_eff):
+ * the fast checks of target, prev and recent_used_cpu are ONE scan,
+ * counted once at entry of select_idle_sibling() (a hit there is 100%
+ * efficiency), and the domain search starts after them, before the SMT
+ * sibling check. Every CPU probed from then on (select_idle_smt,
+ * select_idle_core's threads, __select_idle_cpu) is one scanned runqueue
+ * and one domain-scanned runqueue, so domain_scanned == scanned - search.
+ */
+
+/* A fast-path check (target, prev, recent): already counted as one scan. */
+static __always_inline bool sis_fast_claim(struct sis_ctx *c, s32 cpu)
+{
+	return sis_idle(c, cpu) && sis_take(c, cpu);
+}
+
+/* A CPU probed by the domain search: scanned and domain-scanned. */
 static __always_inline bool sis_probe(struct sis_ctx *c, s32 cpu)
 {
 	sis_inc(c, STAT_SCANNED);
+	sis_inc(c, STAT_DOMAIN_SCANNED);
 	return sis_idle(c, cpu);
 }
 
-/* Probe and, when idle, claim it: the fast-path checks of select_idle_sibling. */
+/* Probe in the domain search and, when idle, claim it. */
 static __always_inline bool sis_probe_claim(struct sis_ctx *c, s32 cpu)
 {
 	return sis_probe(c, cpu) && sis_take(c, cpu);
@@ -89,7 +106,6 @@ static s32 select_idle_core(struct sis_ctx *c, s32 core, s32 *idle_cpu, u64 *rem
 	bpf_for(i, 0, nr) {
 		s32 cpu = topo.cpu_smt[smt_row(core)][i & (MAX_SMT - 1)];
 
-		sis_inc(c, STAT_DOMAIN_SCANNED);
 		if (!sis_probe(c, cpu)) {
 			idle = false;
 			/* sched_idle_cpu() fallback is not modelled: no SCHED_IDLE rqs */
@@ -153,7 +169,6 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 	if (llc < 0 || llc >= MAX_LLCS)
 		return -1;
 
-	sis_inc(c, STAT_DOMAIN_SEARCH);
 	if (has_idle_core)
 		sis_inc(c, STAT_CORE_SEARCH);
 
@@ -198,7 +213,6 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 				return -1;
 			}
 			/* __select_idle_cpu() */
-			sis_inc(c, STAT_DOMAIN_SCANNED);
 			if (sis_probe_claim(c, cpu)) {
 				idle_cpu = cpu;
 				break;
@@ -229,15 +243,20 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 	s32 i, llc, recent;
 
 	sis_inc(c, STAT_SEARCH);
+	/*
+	 * "Checking if prev, target and recent is treated as one scan. A
+	 * perfect hit on one of those is considered 100% efficiency."
+	 */
+	sis_inc(c, STAT_SCANNED);
 
-	if (sis_allowed(c, target) && sis_probe_claim(c, target)) {
+	if (sis_allowed(c, target) && sis_fast_claim(c, target)) {
 		sis_inc(c, STAT_FAST);
 		return target;
 	}
 
 	/* "If the previous CPU is cache affine and idle, don't be stupid" */
 	if (prev != target && sis_share_cache(prev, target) && sis_allowed(c, prev) &&
-	    sis_probe_claim(c, prev)) {
+	    sis_fast_claim(c, prev)) {
 		sis_inc(c, STAT_FAST);
 		return prev;
 	}
@@ -247,7 +266,7 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 	*recent_used_cpu = prev;
 	if (recent >= 0 && recent != prev && recent != target &&
 	    sis_share_cache(recent, target) && sis_allowed(c, recent) &&
-	    sis_probe_claim(c, recent)) {
+	    sis_fast_claim(c, recent)) {
 		sis_inc(c, STAT_FAST);
 		sis_inc(c, STAT_RECENT);
 		return recent;
@@ -256,6 +275,9 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 	llc = sis_cpu_llc(target);
 	if (llc < 0)
 		return target;
+
+	/* the fast checks failed: a domain search, the SMT sibling included */
+	sis_inc(c, STAT_DOMAIN_SEARCH);
 
 	/* sched_smt_active(): SIS_CORE off behaves as a kernel without SMT */
 	if (topo.smt && sis_feat(c, FEAT_SIS_CORE)) {

@@ -81,6 +81,7 @@ int sis_test(struct sis_test_args *a)
 
 	a->cpu = select_idle_sibling(c, a->prev, a->target, &recent);
 	a->has_idle_cores_out = test_idle_cores;
+	a->recent_out = recent;
 	__builtin_memcpy(a->cnt, c->cnt, sizeof(a->cnt));
 	return 0;
 }
