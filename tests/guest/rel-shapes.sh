@@ -1,0 +1,121 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# rel-shapes.sh [SECS]   (guest side of tests/reliability.rs shapes_*, tools/soak)
+# Unusual task shapes under scx_sisutil, each for SECS (default 10) seconds next to a
+# hackbench, with the scheduler still attached after each:
+#   pinned       several CPU hogs pinned to one CPU, a hackbench pinned to another
+#   affinity     CPU hogs whose affinity is changed (taskset -p) while they run
+#   nice         one CPU hog per nice level -20..19
+#   policies     SCHED_BATCH and SCHED_IDLE hogs (chrt -b / chrt -i)
+#   exits        fork/exec/clone storms: tasks that exit right around their wake-up
+#   forkbomb     a fork tree bounded at 2^9-1 processes, all alive at once
+# Migration-disabled kthreads exist by themselves (per-CPU kworkers, stoppers); the ops set
+# SCX_OPS_ENQ_MIGRATION_DISABLED, so every shape also exercises that path.
+# At the end: no abnormal sched_ext disable (no watchdog stall), SIGTERM → exit 0.
+. "$(dirname "$0")/rel-lib.sh"
+
+secs=${1:-10}
+ncpu=$(nproc)
+last=$((ncpu - 1))
+
+# hogs_stop PIDS...: end background CPU hogs and reap them
+hogs_stop() { kill -TERM "$@" 2>/dev/null || true; wait "$@" 2>/dev/null || true; }
+
+# with_hackbench WHAT: a hackbench next to the shape; it must complete
+with_hackbench() {
+  timeout 300 hackbench -g 2 -l 20 > /dev/null || fail "hackbench next to '$1' failed"
+}
+
+sched_start /tmp/rel-sched.log
+
+# --- pinned ------------------------------------------------------------------------------
+# Pinned tasks skip the LLC queue (dispatched to their CPU's local DSQ): three hogs share
+# one CPU round robin, and a whole hackbench (40 tasks) is squeezed onto another.
+pin_a=$((last > 0 ? 1 : 0)); pin_b=$((last > 1 ? 2 : 0))
+taskset -c "$pin_a" stress-ng --cpu 3 --timeout "${secs}s" > /dev/null 2>&1 &
+p=$!
+timeout 300 taskset -c "$pin_b" hackbench -g 1 -l 20 > /dev/null || fail "hackbench pinned to cpu$pin_b failed"
+with_hackbench pinned
+wait "$p" || fail "stress-ng pinned to cpu$pin_a exited $?"
+sched_alive "after pinned hogs (cpu$pin_a) and a pinned hackbench (cpu$pin_b)"
+
+# --- affinity changed while runnable -------------------------------------------------------
+stress-ng --cpu "$ncpu" --timeout $((secs + 30))s > /dev/null 2>&1 &
+p=$!
+sleep 1
+changes=0
+end=$(later "$secs")
+while before "$end"; do
+  for w in $(pgrep -P "$p" stress-ng || true); do
+    case $((RANDOM % 3)) in
+      0) mask=$((RANDOM % ncpu)) ;;                                  # one CPU
+      1) mask=$((RANDOM % ncpu)),$(( (RANDOM % ncpu) )) ;;           # two (maybe the same)
+      2) mask=0-$last ;;                                             # everything again
+    esac
+    taskset -p -c "$mask" "$w" > /dev/null 2>&1 && changes=$((changes + 1))
+  done
+done
+with_hackbench affinity
+hogs_stop "$p"
+[ "$changes" -gt 0 ] || fail "no affinity change took"
+figure affinity_changes "$changes"
+sched_alive "after $changes affinity changes of running hogs"
+
+# --- every nice level -----------------------------------------------------------------------
+pids=()
+for n in $(awk 'BEGIN { for (i = -20; i <= 19; i++) print i }'); do
+  nice -n "$n" sh -c 'while :; do :; done' &
+  pids+=($!)
+done
+sleep "$secs"
+with_hackbench nice
+# every hog got CPU time, even at nice 19 next to nice -20 (no starvation)
+starved=0
+for p in "${pids[@]}"; do
+  t=$(awk '{ print $14 + $15 }' "/proc/$p/stat")
+  [ "$t" -gt 0 ] || starved=$((starved + 1))
+done
+hogs_stop "${pids[@]}"
+figure nice_hogs_without_cpu_time "$starved"
+sched_alive "after 40 hogs at nice -20..19"
+
+# --- SCHED_BATCH and SCHED_IDLE -------------------------------------------------------------
+command -v chrt > /dev/null || fail "chrt missing in the guest"
+chrt -b 0 stress-ng --cpu "$ncpu" --timeout "${secs}s" > /dev/null 2>&1 &
+pb=$!
+chrt -i 0 stress-ng --cpu "$ncpu" --timeout "${secs}s" > /dev/null 2>&1 &
+pi=$!
+sleep 1
+expect_eq "policy of the batch hogs" "$(chrt -p "$pb" | sed -n 's/.*policy: //p')" SCHED_BATCH
+expect_eq "policy of the idle hogs" "$(chrt -p "$pi" | sed -n 's/.*policy: //p')" SCHED_IDLE
+with_hackbench policies
+wait "$pb" || fail "SCHED_BATCH stress-ng exited $?"
+wait "$pi" || fail "SCHED_IDLE stress-ng exited $?"
+sched_alive "after SCHED_BATCH and SCHED_IDLE hogs"
+
+# --- tasks exiting around their wake-up ------------------------------------------------------
+f0=$(forks_total)
+stress-ng --fork 2 --vfork 1 --exec 2 --clone 2 --clone-max 64 --timeout "${secs}s" > /dev/null 2>&1 &
+p=$!
+with_hackbench exits
+wait "$p" || fail "fork/exec/clone storm exited $?"
+figure storm_forks $(( $(forks_total) - f0 ))
+sched_alive "after fork/exec/clone storms"
+
+# --- a bounded fork bomb -------------------------------------------------------------------
+# bomb D: two children that each run bomb D-1 and wait, down to the leaves, which sleep a
+# moment so that the whole tree is alive at once: 2^(D+1)-1 processes.
+bomb() {
+  if [ "$1" -gt 0 ]; then bomb $(( $1 - 1 )) & bomb $(( $1 - 1 )) & wait; else sleep 2; fi
+}
+f0=$(forks_total)
+( trap - ERR EXIT; bomb 8 )
+figure forkbomb_forks $(( $(forks_total) - f0 ))
+[ $(( $(forks_total) - f0 )) -ge 510 ] || fail "the fork tree forked only $(( $(forks_total) - f0 )) times"
+sched_alive "after a fork tree of 511 processes"
+
+print_events
+sched_stop_clean
+check_scx_exits
+pass
