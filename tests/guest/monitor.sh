@@ -76,6 +76,12 @@ while IFS= read -r line; do
   ok "report $n: search/fast/scanned > 0, llcs {$keys}, weights sum $w, success rates in 0..=100 ($(jq -c '[.success_rate, [.llcs[].success_rate]]' <<<"$line"))"
 done < /tmp/mon.json
 expect_eq "monitor --count 2 reports" "$n" 2
+printf '# per-feature hits over both reports (hackbench -g 2, default features):'
+for f in hit_sis_util hit_sis_prop hit_sis_core hit_wa_idle_prev hit_wa_weight \
+         hit_ttwu_queue_desched hit_newidle_skip_ipi hit_kick_skip_redundant; do
+  printf ' %s=%s' "$f" "$(json_sum /tmp/mon.json "$f")"
+done
+echo
 
 # --- unprivileged --------------------------------------------------------------------------
 # busybox su drops to nobody without a password when run by root.

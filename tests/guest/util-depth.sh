@@ -24,7 +24,8 @@ t_attach=$(now)
 # Timestamped monitor lines: "<guest uptime> <json>" (read builtin: no fork per line).
 (
   trap - ERR EXIT; set +e
-  scx_sisutil monitor --json --interval 0.5 2> /tmp/series.err |
+  # nice -10: the observer must not lag behind what it observes under saturation.
+  nice10 scx_sisutil monitor --json --interval 0.5 2> /tmp/series.err |
     while IFS= read -r l; do read -r up _ < /proc/uptime; printf '%s %s\n' "$up" "$l"; done > "$SERIES"
 ) &
 bg $!
