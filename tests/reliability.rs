@@ -1,0 +1,588 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! Reliability tests (issue 7): faults, CPU hotplug, hostile inputs, odd task shapes and
+//! topologies; nothing stalls, nothing is lost. On the real sched_ext kernels, in QEMU:
+//!
+//!     cargo test --release --test reliability -- --test-threads=2          (CI subset)
+//!     cargo test --release --test reliability -- --ignored --test-threads=2  (the rest)
+//!     tools/soak                                             (everything, long versions)
+//!
+//! Unless a test says otherwise the guest has tools/vm's default topology, 8 CPUs as 2
+//! sockets (= 2 LLCs under TCG) of 2 cores x 2 SMT threads. Each `#[test]` boots one guest through `tools/vm` (`--kernel 7`: the Debian 7.x kernel;
+//! `--kernel 6.12`: the 6.12 LTS) and runs one scenario script from `tests/guest/rel-*.sh`.
+//! The scripts print `ok: CHECK` per passed check, `FAIL: WHY` on the first failure,
+//! `FIGURE key=value` for measured counts and `PASS NAME` at the end; a test asserts the
+//! exit status, no FAIL line, the PASS line and that every check it expects did run.
+//!
+//! Environment: SISUTIL_SOAK_SECS (default 60) is the soak duration in guest seconds
+//! (tools/soak sets 300); SISUTIL_REL_ROUNDS (default 1) the hotplug rounds.
+//!
+//! The console log of each run is kept in target/vm-logs/rel-NAME-console.log (printed on
+//! failure). Times printed are host wall seconds; inside the guest everything runs under
+//! TCG emulation, where durations are distorted: the tests assert counts, never speeds.
+//! Nothing is skipped: without QEMU or a kernel, tools/vm fails and so does the test.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn env_u32(name: &str, default: u32) -> u32 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// One guest: kernel, tools/vm options besides --kernel, timeout, the command line.
+struct Vm<'a> {
+    kernel: &'a str,
+    opts: Vec<String>,
+    timeout_s: u32,
+}
+
+impl<'a> Vm<'a> {
+    fn new(kernel: &'a str, timeout_s: u32) -> Self {
+        Vm {
+            kernel,
+            opts: vec![],
+            timeout_s,
+        }
+    }
+    fn opt(mut self, k: &str, v: &str) -> Self {
+        self.opts.push(k.to_string());
+        self.opts.push(v.to_string());
+        self
+    }
+}
+
+struct Outcome {
+    name: String,
+    status: Option<i32>,
+    stdout: String,
+    stderr: String,
+    console: PathBuf,
+}
+
+impl Outcome {
+    fn figure(&self, key: &str) -> Option<&str> {
+        let prefix = format!("FIGURE {key}=");
+        self.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+    }
+    fn figure_u64(&self, key: &str) -> u64 {
+        self.figure(key)
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{}: no numeric FIGURE {key}", self.name))
+    }
+    /// The lines tools/vm lists under "kernel problem on the console:".
+    fn kernel_problems(&self) -> Vec<&str> {
+        let mut out = vec![];
+        let mut inside = false;
+        for l in self.stderr.lines() {
+            if l.contains("kernel problem on the console:") {
+                inside = true;
+            } else if inside && l.starts_with("  console:") {
+                out.push(l);
+            } else {
+                inside = false;
+            }
+        }
+        out
+    }
+    /// Where the console log is, for the failure messages.
+    fn logs(&self) -> String {
+        let kept: Vec<&str> = self
+            .stderr
+            .lines()
+            .filter_map(|l| l.split("console log kept in ").nth(1))
+            .collect();
+        format!(
+            "console log: {}{}",
+            self.console.display(),
+            if kept.is_empty() {
+                String::new()
+            } else {
+                format!(" (and {})", kept.join(", "))
+            }
+        )
+    }
+}
+
+/// Boot the guest, run `cmd`, print everything, return the outcome.
+fn run_vm(name: &str, vm: Vm, cmd: &str) -> Outcome {
+    let logs = repo().join("target/vm-logs");
+    std::fs::create_dir_all(&logs).expect("cannot create target/vm-logs");
+    let console = logs.join(format!("rel-{name}-console.log"));
+    let load0 = loadavg();
+    let t0 = Instant::now();
+    let out = Command::new(repo().join("tools/vm"))
+        .args(["--kernel", vm.kernel, "--no-build"])
+        .args(["--timeout", &vm.timeout_s.to_string()])
+        // A TCG guest on a busy host can fail the boot-time IO-APIC timer check and panic
+        // ("IO-APIC + timer doesn't work!"): seen here with 7 guests on 2 host cores.
+        .args(["--append", "no_timer_check"])
+        .args(&vm.opts)
+        .arg("--log")
+        .arg(&console)
+        .arg("--")
+        .arg(cmd)
+        // The binary cargo built for this test run (no nested cargo build).
+        .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("cannot run tools/vm");
+    let secs = t0.elapsed().as_secs_f64();
+    let o = Outcome {
+        name: name.to_string(),
+        status: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        console,
+    };
+    println!(
+        "==== rel {name}: kernel {} {}: `{cmd}` -> exit {:?}, {secs:.1} s wall (host loadavg {load0} -> {})",
+        vm.kernel,
+        vm.opts.join(" "),
+        o.status,
+        loadavg()
+    );
+    for l in o.stdout.lines() {
+        println!("[{name}] {l}");
+    }
+    for l in o.stderr.lines() {
+        println!("[{name}] vm: {l}");
+    }
+    println!("==== rel {name}: {secs:.1} s wall; {}", o.logs());
+    o
+}
+
+/// A kernel problem that is not scx_sisutil's and that a scenario may tolerate, by kernel.
+struct KnownIssue {
+    kernel: &'static str,
+    what: &'static str,
+    /// every line of the console's "kernel problem" list must contain one of these sets
+    lines: &'static [&'static [&'static str]],
+}
+
+/// 6.12.117: CPU hotplug while a sched_ext scheduler is attached ends, after a few rounds,
+/// in `WARNING: ... at kernel/sched/deadline.c:265 inactive_task_timer` ("dl_rq->running_bw
+/// > old"): the fair server's inactive timer subtracts bandwidth that was already removed.
+/// Reproduced with the loader SIGSTOPped as well (no BPF in play at the offline: the kernel
+/// had ejected it); never seen on 7.x, nor on 6.12 without sched_ext.
+const DL_SERVER_612: KnownIssue = KnownIssue {
+    kernel: "6.12",
+    what: "6.12 deadline.c fair-server bandwidth WARNING on CPU hotplug (kernel, not scx_sisutil)",
+    lines: &[
+        &["cut here"],
+        &["WARNING:", "kernel/sched/deadline.c:", "inactive_task_timer"],
+    ],
+};
+
+/// Exit 0, no FAIL line, the PASS line, every expected check ran. `known`: kernel problems
+/// the scenario tolerates on that kernel (tools/vm fails the run on any WARNING).
+fn assert_passed(o: &Outcome, kernel: &str, script: &str, expected: &[&str], known: &[KnownIssue]) {
+    let fails: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with("FAIL:")).collect();
+    assert!(fails.is_empty(), "{}: {}\n{}", o.name, fails.join("\n"), o.logs());
+    let pass = format!("PASS {script}");
+    let passed = o.stdout.lines().any(|l| l.trim_end() == pass);
+    if o.status != Some(0) {
+        // tolerated only if the command itself passed and every kernel problem is known
+        let problems = o.kernel_problems();
+        let cmd_ok = o
+            .stderr
+            .contains("the kernel reported a problem (command exit status 0)");
+        let issue = known.iter().find(|k| {
+            k.kernel == kernel
+                && !problems.is_empty()
+                && problems
+                    .iter()
+                    .all(|l| k.lines.iter().any(|set| set.iter().all(|s| l.contains(s))))
+        });
+        match issue {
+            Some(k) if cmd_ok && passed => {
+                println!(
+                    "==== rel {}: NOTE: tolerated known kernel issue: {} ({} console lines):\n{}",
+                    o.name,
+                    k.what,
+                    problems.len(),
+                    problems.join("\n")
+                );
+            }
+            _ => panic!(
+                "{}: tools/vm exit status {:?} (see the output above); {}",
+                o.name,
+                o.status,
+                o.logs()
+            ),
+        }
+    }
+    assert!(passed, "{}: no '{pass}' line: the script stopped early; {}", o.name, o.logs());
+    let oks: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with("ok: ")).collect();
+    for e in expected {
+        assert!(
+            oks.iter().any(|l| l.contains(e)),
+            "{}: the check '{e}' did not run (ok lines: {oks:#?}); {}",
+            o.name,
+            o.logs()
+        );
+    }
+}
+
+/// Checks every scenario ends with.
+const END_CHECKS: &[&str] = &[
+    "scx_sisutil exit status after SIGTERM = 0",
+    "clean exit: unregistered from user space",
+    "dmesg: every sched_ext disable was",
+];
+
+fn with_end(checks: &[&'static str]) -> Vec<&'static str> {
+    checks.iter().chain(END_CHECKS).copied().collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Soak: mixed load with live feature switches.
+
+fn soak(name: &str, kernel: &str, smp: Option<&str>, secs: u32) {
+    let mut vm = Vm::new(kernel, 900 + 3 * secs);
+    if let Some(s) = smp {
+        vm = vm.opt("--smp", s);
+        if s.starts_with("32") {
+            vm = vm.opt("--mem", "3G");
+        }
+    }
+    let o = run_vm(name, vm, &format!("rel-soak.sh {secs}"));
+    assert_passed(
+        &o,
+        kernel,
+        "rel-soak",
+        &with_end(&[
+            "live switches",
+            "stress-ng completed (status 0)",
+            "background loads completed runs, none failed",
+            "still enabled after",
+            "features reported by the stats of the running scheduler",
+        ]),
+        &[],
+    );
+    assert_eq!(o.figure_u64("watchdog_stalls"), 0, "{name}: watchdog stalls");
+    let switches = o.figure_u64("switches");
+    assert!(switches >= 1, "{name}: no feature switch happened");
+    let events: Vec<String> = o
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("FIGURE event_"))
+        .map(|s| s.replace("SCX_EV_", ""))
+        .collect();
+    println!(
+        "==== rel {name}: SOAK FIGURES: duration {} guest s, ~{} tasks spawned, {switches} feature switches ({} changed a bit), hackbench runs {}, netperf runs {}, events: {}",
+        o.figure("duration_s").unwrap_or("?"),
+        o.figure("tasks_spawned").unwrap_or("?"),
+        o.figure("switches_changed").unwrap_or("?"),
+        o.figure("runs_hackbench").unwrap_or("?"),
+        o.figure("runs_netperf").unwrap_or("?"),
+        if events.is_empty() {
+            "none on this kernel".to_string()
+        } else {
+            events.join(" ")
+        }
+    );
+}
+
+fn soak_secs() -> u32 {
+    env_u32("SISUTIL_SOAK_SECS", 60)
+}
+
+#[test]
+fn soak_7() {
+    soak("soak_7", "7", None, soak_secs());
+}
+
+#[test]
+fn soak_6_12() {
+    soak("soak_6_12", "6.12", None, soak_secs());
+}
+
+// The long versions, one per topology (tools/soak sets SISUTIL_SOAK_SECS=300).
+#[test]
+#[ignore]
+fn soak_7_flat4() {
+    soak("soak_7_flat4", "7", Some("4"), soak_secs());
+}
+
+#[test]
+#[ignore]
+fn soak_6_12_flat4() {
+    soak("soak_6_12_flat4", "6.12", Some("4"), soak_secs());
+}
+
+#[test]
+#[ignore]
+fn soak_7_small_llcs() {
+    soak("soak_7_small_llcs", "7", Some("16,sockets=8,cores=2,threads=1"), soak_secs());
+}
+
+#[test]
+#[ignore]
+fn soak_6_12_small_llcs() {
+    soak("soak_6_12_small_llcs", "6.12", Some("16,sockets=8,cores=2,threads=1"), soak_secs());
+}
+
+// ---------------------------------------------------------------------------------------
+// CPU hotplug under load.
+
+fn hotplug(name: &str, kernel: &str, rounds: u32) {
+    let o = run_vm(
+        name,
+        Vm::new(kernel, 1500 * rounds),
+        &format!("rel-hotplug.sh {rounds}"),
+    );
+    let checks = [
+        "cpu3 online=0: ejected, restarted, attached again",
+        "cpu3 online=1: ejected, restarted, attached again",
+        "cpu7 online=0: ejected, restarted, attached again",
+        "LLCs in the running scheduler's stats = 1",
+        "hackbench completes with the LLC offline",
+        "cpu7 online=1: ejected, restarted, attached again",
+        "CPUs online at the end = 0-7",
+        "every exit the loader saw was a hotplug restart",
+        "offline back to back: attached",
+        "online back to back: attached",
+    ];
+    assert_passed(&o, kernel, "rel-hotplug", &with_end(&checks), &[DL_SERVER_612]);
+    assert_eq!(o.figure_u64("watchdog_stalls"), 0, "{name}: watchdog stalls");
+    println!(
+        "==== rel {name}: HOTPLUG: {} events, {} loader restarts",
+        o.figure("hotplug_events").unwrap_or("?"),
+        o.figure("restarts").unwrap_or("?")
+    );
+}
+
+#[test]
+fn hotplug_7() {
+    hotplug("hotplug_7", "7", env_u32("SISUTIL_REL_ROUNDS", 1));
+}
+
+#[test]
+fn hotplug_6_12() {
+    hotplug("hotplug_6_12", "6.12", env_u32("SISUTIL_REL_ROUNDS", 1));
+}
+
+// ---------------------------------------------------------------------------------------
+// Task shapes.
+
+fn shapes(name: &str, kernel: &str) {
+    let o = run_vm(name, Vm::new(kernel, 1200), "rel-shapes.sh 10");
+    assert_passed(
+        &o,
+        kernel,
+        "rel-shapes",
+        &with_end(&[
+            "still enabled after pinned hogs",
+            "still enabled after",
+            "affinity changes of running hogs",
+            "still enabled after 40 hogs at nice -20..19",
+            "policy of the batch hogs = SCHED_BATCH",
+            "policy of the idle hogs = SCHED_IDLE",
+            "still enabled after SCHED_BATCH and SCHED_IDLE hogs",
+            "still enabled after fork/exec/clone storms",
+            "still enabled after a fork tree of 511 processes",
+        ]),
+        &[],
+    );
+}
+
+#[test]
+fn shapes_7() {
+    shapes("shapes_7", "7");
+}
+
+#[test]
+fn shapes_6_12() {
+    shapes("shapes_6_12", "6.12");
+}
+
+// ---------------------------------------------------------------------------------------
+// Loader faults (SIGKILL, stale pin and socket, SIGSTOP), inputs, privileges.
+
+fn faults(name: &str, kernel: &str) {
+    let o = run_vm(name, Vm::new(kernel, 900), "rel-faults.sh 10");
+    assert_passed(
+        &o,
+        kernel,
+        "rel-faults",
+        &with_end(&[
+            "features with no scheduler running: exit 1",
+            "features NO_SIS_UTIL with no scheduler running: exit 1",
+            "state disabled within 10 s",
+            "hackbench completes on the fair class after the SIGKILL",
+            "stale pin /sys/fs/bpf/scx_sisutil/features and stale socket",
+            "features against the stale pin: exit 1",
+            "monitor waits on the stale socket",
+            "JSON lines from the monitor that waited = 2",
+            "switch reported = SIS_UTIL -> off SIS_PROP -> on",
+            "the new instance runs with the switched features",
+            "features as nobody: exit 1",
+            "features SIS_UTIL NO_SIS_CORE as nobody: exit 1",
+            "monitor as nobody: exit 1",
+            "features (md5 of the list) after the unprivileged attempts",
+            "still enabled, hackbench completed",
+            "statistics flow again after SIGCONT",
+        ]),
+        &[],
+    );
+    println!(
+        "==== rel {name}: SIGKILL -> disabled in {} guest s; SIGSTOP {} guest s without a watchdog exit",
+        o.figure("sigkill_to_disabled_s").unwrap_or("?"),
+        o.figure("sigstop_s").unwrap_or("?")
+    );
+}
+
+#[test]
+fn faults_7() {
+    faults("faults_7", "7");
+}
+
+#[test]
+fn faults_6_12() {
+    faults("faults_6_12", "6.12");
+}
+
+// ---------------------------------------------------------------------------------------
+// Topologies: attach, short load, clean exit.
+
+fn topo(name: &str, kernel: &str, vm_opts: &[(&str, &str)], args: &str, timeout_s: u32) {
+    let mut vm = Vm::new(kernel, timeout_s);
+    for (k, v) in vm_opts {
+        vm = vm.opt(k, v);
+    }
+    let o = run_vm(name, vm, &format!("rel-topo.sh {args}"));
+    let mut checks = vec![
+        "topology after attach:",
+        "LLCs in the stats after attach",
+        "stress-ng (10 s) and hackbench completed",
+        "still enabled after the load",
+    ];
+    if args.split_whitespace().count() >= 3 {
+        checks.push("topology after onlining cpu");
+    }
+    assert_passed(&o, kernel, "rel-topo", &with_end(&checks), &[]);
+    println!(
+        "==== rel {name}: TOPOLOGY {}",
+        o.figure("topology").unwrap_or("?")
+    );
+}
+
+#[test]
+fn topo_7_one_cpu() {
+    topo("topo_7_one_cpu", "7", &[("--smp", "1")], "10", 600);
+}
+
+#[test]
+fn topo_7_no_smt() {
+    topo("topo_7_no_smt", "7", &[("--smp", "4")], "10", 600);
+}
+
+#[test]
+fn topo_7_small_llcs() {
+    topo(
+        "topo_7_small_llcs",
+        "7",
+        &[("--smp", "16,sockets=8,cores=2,threads=1")],
+        "10",
+        900,
+    );
+}
+
+#[test]
+fn topo_7_numa2() {
+    topo("topo_7_numa2", "7", &[("--numa", "2")], "10", 600);
+}
+
+/// Holes in the CPU ids: maxcpus=6 keeps cpu6-7 offline at boot, cpu1 goes offline before
+/// the start (0,2-5 online); then cpu6 comes online under the scheduler.
+#[test]
+fn topo_7_holes() {
+    topo(
+        "topo_7_holes",
+        "7",
+        &[("--append", "maxcpus=6")],
+        "10 1 6",
+        600,
+    );
+}
+
+#[test]
+#[ignore]
+fn topo_7_big_llc32() {
+    topo(
+        "topo_7_big_llc32",
+        "7",
+        &[("--smp", "32,sockets=1,cores=32,threads=1"), ("--mem", "3G")],
+        "10",
+        1800,
+    );
+}
+
+#[test]
+#[ignore]
+fn topo_6_12_one_cpu() {
+    topo("topo_6_12_one_cpu", "6.12", &[("--smp", "1")], "10", 600);
+}
+
+#[test]
+#[ignore]
+fn topo_6_12_no_smt() {
+    topo("topo_6_12_no_smt", "6.12", &[("--smp", "4")], "10", 600);
+}
+
+#[test]
+#[ignore]
+fn topo_6_12_small_llcs() {
+    topo(
+        "topo_6_12_small_llcs",
+        "6.12",
+        &[("--smp", "16,sockets=8,cores=2,threads=1")],
+        "10",
+        900,
+    );
+}
+
+#[test]
+#[ignore]
+fn topo_6_12_numa2() {
+    topo("topo_6_12_numa2", "6.12", &[("--numa", "2")], "10", 600);
+}
+
+#[test]
+#[ignore]
+fn topo_6_12_holes() {
+    topo(
+        "topo_6_12_holes",
+        "6.12",
+        &[("--append", "maxcpus=6")],
+        "10 1 6",
+        600,
+    );
+}
+
+#[test]
+#[ignore]
+fn topo_6_12_big_llc32() {
+    topo(
+        "topo_6_12_big_llc32",
+        "6.12",
+        &[("--smp", "32,sockets=1,cores=32,threads=1"), ("--mem", "3G")],
+        "10",
+        1800,
+    );
+}
