@@ -184,15 +184,29 @@ const DL_SERVER_612: KnownIssue = KnownIssue {
     what: "6.12 deadline.c fair-server bandwidth WARNING on CPU hotplug (kernel, not scx_sisutil)",
     lines: &[
         &["cut here"],
-        &["WARNING:", "kernel/sched/deadline.c:", "inactive_task_timer"],
+        &[
+            "WARNING:",
+            "kernel/sched/deadline.c:",
+            "inactive_task_timer",
+        ],
     ],
 };
 
 /// Exit 0, no FAIL line, the PASS line, every expected check ran. `known`: kernel problems
 /// the scenario tolerates on that kernel (tools/vm fails the run on any WARNING).
 fn assert_passed(o: &Outcome, kernel: &str, script: &str, expected: &[&str], known: &[KnownIssue]) {
-    let fails: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with("FAIL:")).collect();
-    assert!(fails.is_empty(), "{}: {}\n{}", o.name, fails.join("\n"), o.logs());
+    let fails: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("FAIL:"))
+        .collect();
+    assert!(
+        fails.is_empty(),
+        "{}: {}\n{}",
+        o.name,
+        fails.join("\n"),
+        o.logs()
+    );
     let pass = format!("PASS {script}");
     let passed = o.stdout.lines().any(|l| l.trim_end() == pass);
     if o.status != Some(0) {
@@ -226,7 +240,12 @@ fn assert_passed(o: &Outcome, kernel: &str, script: &str, expected: &[&str], kno
             ),
         }
     }
-    assert!(passed, "{}: no '{pass}' line: the script stopped early; {}", o.name, o.logs());
+    assert!(
+        passed,
+        "{}: no '{pass}' line: the script stopped early; {}",
+        o.name,
+        o.logs()
+    );
     let oks: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with("ok: ")).collect();
     for e in expected {
         assert!(
@@ -252,13 +271,10 @@ fn with_end(checks: &[&'static str]) -> Vec<&'static str> {
 // ---------------------------------------------------------------------------------------
 // Soak: mixed load with live feature switches.
 
-fn soak(name: &str, kernel: &str, smp: Option<&str>, secs: u32) {
+fn soak(name: &str, kernel: &str, vm_opts: &[(&str, &str)], secs: u32) {
     let mut vm = Vm::new(kernel, 900 + 3 * secs);
-    if let Some(s) = smp {
-        vm = vm.opt("--smp", s);
-        if s.starts_with("32") {
-            vm = vm.opt("--mem", "3G");
-        }
+    for (k, v) in vm_opts {
+        vm = vm.opt(k, v);
     }
     let o = run_vm(name, vm, &format!("rel-soak.sh {secs}"));
     assert_passed(
@@ -274,7 +290,11 @@ fn soak(name: &str, kernel: &str, smp: Option<&str>, secs: u32) {
         ]),
         &[],
     );
-    assert_eq!(o.figure_u64("watchdog_stalls"), 0, "{name}: watchdog stalls");
+    assert_eq!(
+        o.figure_u64("watchdog_stalls"),
+        0,
+        "{name}: watchdog stalls"
+    );
     let switches = o.figure_u64("switches");
     assert!(switches >= 1, "{name}: no feature switch happened");
     let events: Vec<String> = o
@@ -304,37 +324,82 @@ fn soak_secs() -> u32 {
 
 #[test]
 fn soak_7() {
-    soak("soak_7", "7", None, soak_secs());
+    soak("soak_7", "7", &[], soak_secs());
 }
 
 #[test]
 fn soak_6_12() {
-    soak("soak_6_12", "6.12", None, soak_secs());
+    soak("soak_6_12", "6.12", &[], soak_secs());
 }
 
 // The long versions, one per topology (tools/soak sets SISUTIL_SOAK_SECS=300).
+const FLAT4: &[(&str, &str)] = &[("--smp", "4")];
+const ONE_CPU: &[(&str, &str)] = &[("--smp", "1")];
+const SMALL_LLCS: &[(&str, &str)] = &[("--smp", "16,sockets=8,cores=2,threads=1")];
+const NUMA2: &[(&str, &str)] = &[("--numa", "2")];
+const BIG_LLC32: &[(&str, &str)] = &[
+    ("--smp", "32,sockets=1,cores=32,threads=1"),
+    ("--mem", "3G"),
+];
+
 #[test]
 #[ignore]
 fn soak_7_flat4() {
-    soak("soak_7_flat4", "7", Some("4"), soak_secs());
+    soak("soak_7_flat4", "7", FLAT4, soak_secs());
 }
 
 #[test]
 #[ignore]
 fn soak_6_12_flat4() {
-    soak("soak_6_12_flat4", "6.12", Some("4"), soak_secs());
+    soak("soak_6_12_flat4", "6.12", FLAT4, soak_secs());
+}
+
+#[test]
+#[ignore]
+fn soak_7_one_cpu() {
+    soak("soak_7_one_cpu", "7", ONE_CPU, soak_secs());
+}
+
+#[test]
+#[ignore]
+fn soak_6_12_one_cpu() {
+    soak("soak_6_12_one_cpu", "6.12", ONE_CPU, soak_secs());
 }
 
 #[test]
 #[ignore]
 fn soak_7_small_llcs() {
-    soak("soak_7_small_llcs", "7", Some("16,sockets=8,cores=2,threads=1"), soak_secs());
+    soak("soak_7_small_llcs", "7", SMALL_LLCS, soak_secs());
 }
 
 #[test]
 #[ignore]
 fn soak_6_12_small_llcs() {
-    soak("soak_6_12_small_llcs", "6.12", Some("16,sockets=8,cores=2,threads=1"), soak_secs());
+    soak("soak_6_12_small_llcs", "6.12", SMALL_LLCS, soak_secs());
+}
+
+#[test]
+#[ignore]
+fn soak_7_numa2() {
+    soak("soak_7_numa2", "7", NUMA2, soak_secs());
+}
+
+#[test]
+#[ignore]
+fn soak_6_12_numa2() {
+    soak("soak_6_12_numa2", "6.12", NUMA2, soak_secs());
+}
+
+#[test]
+#[ignore]
+fn soak_7_big_llc32() {
+    soak("soak_7_big_llc32", "7", BIG_LLC32, soak_secs());
+}
+
+#[test]
+#[ignore]
+fn soak_6_12_big_llc32() {
+    soak("soak_6_12_big_llc32", "6.12", BIG_LLC32, soak_secs());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -358,8 +423,18 @@ fn hotplug(name: &str, kernel: &str, rounds: u32) {
         "offline back to back: attached",
         "online back to back: attached",
     ];
-    assert_passed(&o, kernel, "rel-hotplug", &with_end(&checks), &[DL_SERVER_612]);
-    assert_eq!(o.figure_u64("watchdog_stalls"), 0, "{name}: watchdog stalls");
+    assert_passed(
+        &o,
+        kernel,
+        "rel-hotplug",
+        &with_end(&checks),
+        &[DL_SERVER_612],
+    );
+    assert_eq!(
+        o.figure_u64("watchdog_stalls"),
+        0,
+        "{name}: watchdog stalls"
+    );
     println!(
         "==== rel {name}: HOTPLUG: {} events, {} loader restarts",
         o.figure("hotplug_events").unwrap_or("?"),
@@ -484,28 +559,22 @@ fn topo(name: &str, kernel: &str, vm_opts: &[(&str, &str)], args: &str, timeout_
 
 #[test]
 fn topo_7_one_cpu() {
-    topo("topo_7_one_cpu", "7", &[("--smp", "1")], "10", 600);
+    topo("topo_7_one_cpu", "7", ONE_CPU, "10", 600);
 }
 
 #[test]
 fn topo_7_no_smt() {
-    topo("topo_7_no_smt", "7", &[("--smp", "4")], "10", 600);
+    topo("topo_7_no_smt", "7", FLAT4, "10", 600);
 }
 
 #[test]
 fn topo_7_small_llcs() {
-    topo(
-        "topo_7_small_llcs",
-        "7",
-        &[("--smp", "16,sockets=8,cores=2,threads=1")],
-        "10",
-        900,
-    );
+    topo("topo_7_small_llcs", "7", SMALL_LLCS, "10", 900);
 }
 
 #[test]
 fn topo_7_numa2() {
-    topo("topo_7_numa2", "7", &[("--numa", "2")], "10", 600);
+    topo("topo_7_numa2", "7", NUMA2, "10", 600);
 }
 
 /// Holes in the CPU ids: maxcpus=6 keeps cpu6-7 offline at boot, cpu1 goes offline before
@@ -524,43 +593,31 @@ fn topo_7_holes() {
 #[test]
 #[ignore]
 fn topo_7_big_llc32() {
-    topo(
-        "topo_7_big_llc32",
-        "7",
-        &[("--smp", "32,sockets=1,cores=32,threads=1"), ("--mem", "3G")],
-        "10",
-        1800,
-    );
+    topo("topo_7_big_llc32", "7", BIG_LLC32, "10", 1800);
 }
 
 #[test]
 #[ignore]
 fn topo_6_12_one_cpu() {
-    topo("topo_6_12_one_cpu", "6.12", &[("--smp", "1")], "10", 600);
+    topo("topo_6_12_one_cpu", "6.12", ONE_CPU, "10", 600);
 }
 
 #[test]
 #[ignore]
 fn topo_6_12_no_smt() {
-    topo("topo_6_12_no_smt", "6.12", &[("--smp", "4")], "10", 600);
+    topo("topo_6_12_no_smt", "6.12", FLAT4, "10", 600);
 }
 
 #[test]
 #[ignore]
 fn topo_6_12_small_llcs() {
-    topo(
-        "topo_6_12_small_llcs",
-        "6.12",
-        &[("--smp", "16,sockets=8,cores=2,threads=1")],
-        "10",
-        900,
-    );
+    topo("topo_6_12_small_llcs", "6.12", SMALL_LLCS, "10", 900);
 }
 
 #[test]
 #[ignore]
 fn topo_6_12_numa2() {
-    topo("topo_6_12_numa2", "6.12", &[("--numa", "2")], "10", 600);
+    topo("topo_6_12_numa2", "6.12", NUMA2, "10", 600);
 }
 
 #[test]
@@ -578,11 +635,5 @@ fn topo_6_12_holes() {
 #[test]
 #[ignore]
 fn topo_6_12_big_llc32() {
-    topo(
-        "topo_6_12_big_llc32",
-        "6.12",
-        &[("--smp", "32,sockets=1,cores=32,threads=1"), ("--mem", "3G")],
-        "10",
-        1800,
-    );
+    topo("topo_6_12_big_llc32", "6.12", BIG_LLC32, "10", 1800);
 }
