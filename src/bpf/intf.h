@@ -56,9 +56,9 @@ enum sis_feature {
 enum sis_stat {
 	STAT_SEARCH,		/* select_cpu wake-up placements */
 	STAT_FAST,		/* target, prev or recent_used_cpu idle: no domain scan */
-	STAT_DOMAIN_SEARCH,	/* select_idle_cpu scans started */
-	STAT_DOMAIN_SCANNED,	/* CPUs examined by select_idle_cpu/core */
-	STAT_SCANNED,		/* every CPU examined, fast path included */
+	STAT_DOMAIN_SEARCH,	/* searches past target/prev/recent (SMT check + select_idle_cpu) */
+	STAT_DOMAIN_SCANNED,	/* CPUs probed by the domain search (siblings, cores, scan) */
+	STAT_SCANNED,		/* 1 per search for the fast path + domain_scanned (Mel Gorman) */
 	STAT_FAILED,		/* domain scans that found no idle CPU */
 	STAT_CORE_SEARCH,	/* scans looking for a whole idle core */
 	STAT_CORE_FAILED,	/* ... that found none (has_idle_cores cleared) */
