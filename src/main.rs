@@ -5,11 +5,11 @@
 mod bpf_intf;
 mod bpf_skel;
 mod features;
-#[cfg(test)]
-mod sis_test;
 mod scheduler;
 #[cfg(test)]
 mod sis_model;
+#[cfg(test)]
+mod sis_test;
 mod stats;
 mod topology;
 mod util;

@@ -406,7 +406,11 @@ fn convention_errors(o: &BpfOut, w: &Wakeup) -> Vec<String> {
     // recent_used_cpu becomes prev after the prev check, unchanged when the
     // call returned at target or prev
     let at_target_or_prev = fast == 1 && c(bi::sis_stat_STAT_RECENT) == 0;
-    let want = if at_target_or_prev { w.recent } else { w.prev as i32 };
+    let want = if at_target_or_prev {
+        w.recent
+    } else {
+        w.prev as i32
+    };
     if o.recent != want {
         e.push(format!("recent_used_cpu {} != {want}", o.recent));
     }

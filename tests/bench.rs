@@ -27,7 +27,10 @@ fn bench_quick_produces_tables_and_csv() {
         "tools/bench --quick failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
         res.status
     );
-    assert!(stderr.contains("quick check passed"), "no self-check verdict:\n{stderr}");
+    assert!(
+        stderr.contains("quick check passed"),
+        "no self-check verdict:\n{stderr}"
+    );
 
     let tables = std::fs::read_to_string(out.join("tables.txt")).expect("tables.txt");
     for needle in [
@@ -41,19 +44,34 @@ fn bench_quick_produces_tables_and_csv() {
         "patched%(std%)",
         "==== verdicts ====",
     ] {
-        assert!(tables.contains(needle), "tables.txt lacks '{needle}':\n{tables}");
+        assert!(
+            tables.contains(needle),
+            "tables.txt lacks '{needle}':\n{tables}"
+        );
     }
     // The SIS table has a row per workload x load for the scheduler's configurations.
     let sis_rows = tables
         .lines()
-        .filter(|l| l.starts_with("TCP_RR") || l.starts_with("process-pipe") || l.starts_with("normal"))
+        .filter(|l| {
+            l.starts_with("TCP_RR") || l.starts_with("process-pipe") || l.starts_with("normal")
+        })
         .count();
-    assert!(sis_rows >= 2 * 6 + 6, "too few table rows ({sis_rows}):\n{tables}");
+    assert!(
+        sis_rows >= 2 * 6 + 6,
+        "too few table rows ({sis_rows}):\n{tables}"
+    );
 
     let csv = std::fs::read_to_string(out.join("runs.csv")).expect("runs.csv");
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().expect("CSV header").split(',').collect();
-    for col in ["config", "workload", "load", "value", "sel_ns_per_call", "scan_per_wakeup"] {
+    for col in [
+        "config",
+        "workload",
+        "load",
+        "value",
+        "sel_ns_per_call",
+        "scan_per_wakeup",
+    ] {
         assert!(header.contains(&col), "runs.csv lacks column {col}");
     }
     let rows: Vec<&str> = lines.collect();

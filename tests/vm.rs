@@ -85,7 +85,10 @@ fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> 
     for l in stderr.lines() {
         println!("[{name}] vm: {l}");
     }
-    println!("==== vmtest {name}: {secs:.1} s wall; console log {}", console.display());
+    println!(
+        "==== vmtest {name}: {secs:.1} s wall; console log {}",
+        console.display()
+    );
     Outcome {
         name: name.to_string(),
         status: out.status.code(),
@@ -96,9 +99,18 @@ fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> 
 /// The script passed: exit 0, no FAIL line, its PASS line, and every expected check ran
 /// (an `ok:` line containing each string).
 fn assert_passed(o: &Outcome, script: &str, expected: &[&str]) {
-    let fails: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with("FAIL:")).collect();
+    let fails: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("FAIL:"))
+        .collect();
     assert!(fails.is_empty(), "{}: {}", o.name, fails.join("\n"));
-    assert_eq!(o.status, Some(0), "{}: tools/vm exit status (see the output above)", o.name);
+    assert_eq!(
+        o.status,
+        Some(0),
+        "{}: tools/vm exit status (see the output above)",
+        o.name
+    );
     let pass = format!("PASS {script}");
     assert!(
         o.stdout.lines().any(|l| l.trim_end() == pass),
@@ -136,8 +148,15 @@ fn basic(name: &str, kernel: &str, smp: &str) {
     let o = run_vm(name, kernel, smp, 540, "basic.sh 30");
     assert_passed(&o, "basic", BASIC_CHECKS);
     // The SIGTERM run, the SIGKILL run and the SIGINT run each end in state disabled.
-    let disabled = o.stdout.lines().filter(|l| l.starts_with("ok: state disabled within 10 s")).count();
-    assert_eq!(disabled, 3, "{name}: want 3 'state disabled' checks (SIGTERM, SIGKILL, SIGINT)");
+    let disabled = o
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("ok: state disabled within 10 s"))
+        .count();
+    assert_eq!(
+        disabled, 3,
+        "{name}: want 3 'state disabled' checks (SIGTERM, SIGKILL, SIGINT)"
+    );
 }
 
 #[test]
@@ -310,9 +329,16 @@ fn errors_host_no_sched_ext() {
         .output()
         .expect("cannot run scx_sisutil");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("host: root={root} sched_ext={has_scx}: exit {:?}, stderr:\n{stderr}", out.status.code());
+    println!(
+        "host: root={root} sched_ext={has_scx}: exit {:?}, stderr:\n{stderr}",
+        out.status.code()
+    );
     assert_eq!(out.status.code(), Some(1));
-    assert!(out.stdout.is_empty(), "stdout: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.stdout.is_empty(),
+        "stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "want one line: {lines:?}");
     let want = if root {
@@ -320,5 +346,9 @@ fn errors_host_no_sched_ext() {
     } else {
         "scx_sisutil: error: must run as root"
     };
-    assert!(lines[0].starts_with(want), "want '{want}...', got '{}'", lines[0]);
+    assert!(
+        lines[0].starts_with(want),
+        "want '{want}...', got '{}'",
+        lines[0]
+    );
 }
