@@ -465,6 +465,7 @@ fn shapes(name: &str, kernel: &str) {
             "still enabled after pinned hogs",
             "still enabled after",
             "affinity changes of running hogs",
+            "nice levels of the 40 hogs = -20 -19",
             "still enabled after 40 hogs at nice -20..19",
             "policy of the batch hogs = SCHED_BATCH",
             "policy of the idle hogs = SCHED_IDLE",
