@@ -175,8 +175,9 @@ struct KnownIssue {
 }
 
 /// 6.12.117: CPU hotplug while a sched_ext scheduler is attached ends, after a few rounds,
-/// in `WARNING: ... at kernel/sched/deadline.c:265 inactive_task_timer` ("dl_rq->running_bw
-/// > old"): the fair server's inactive timer subtracts bandwidth that was already removed.
+/// in `WARNING: ... at kernel/sched/deadline.c:265 inactive_task_timer` or `task_non_contending`
+/// (sub_running_bw's "dl_rq->running_bw > old"): the fair server's bandwidth is subtracted
+/// twice across the offline.
 /// Reproduced with the loader SIGSTOPped as well (no BPF in play at the offline: the kernel
 /// had ejected it); never seen on 7.x, nor on 6.12 without sched_ext.
 const DL_SERVER_612: KnownIssue = KnownIssue {
@@ -184,11 +185,8 @@ const DL_SERVER_612: KnownIssue = KnownIssue {
     what: "6.12 deadline.c fair-server bandwidth WARNING on CPU hotplug (kernel, not scx_sisutil)",
     lines: &[
         &["cut here"],
-        &[
-            "WARNING:",
-            "kernel/sched/deadline.c:",
-            "inactive_task_timer",
-        ],
+        &["WARNING:", "kernel/sched/deadline.c:265", "inactive_task_timer"],
+        &["WARNING:", "kernel/sched/deadline.c:265", "task_non_contending"],
     ],
 };
 
