@@ -5,9 +5,10 @@
 # scx_sisutil on the guest's topology (tools/vm --smp/--numa/--append decide it): attach,
 # the loader's topology line and the stats' LLCs agree with sysfs, SECS (default 10) of
 # stress-ng + hackbench, still enabled, clean SIGTERM exit. OFFLINE_CPUS (comma separated)
-# go offline before the start, so that the CPU ids have holes; ONLINE_LATER (a CPU id,
-# e.g. one that maxcpus= kept offline at boot) comes online while the scheduler runs: the
-# loader restarts with it.
+# go offline before the start, so that the CPU ids have holes; ONLINE_LATER (a CPU id, or
+# 'auto': the first present CPU that maxcpus= kept offline at boot; which ids the kernel
+# brings up under maxcpus= follows the APIC order, not the id order) comes online while the
+# scheduler runs: the loader restarts with it.
 . "$(dirname "$0")/rel-lib.sh"
 
 secs=${1:-10}
@@ -20,6 +21,18 @@ for c in ${offline//,/ }; do
   echo 0 > "/sys/devices/system/cpu/cpu$c/online" || fail "cannot offline cpu$c"
 done
 [ -z "$offline" ] || info "offlined cpu $offline before the start: online $(online_cpus)"
+if [ "$later_cpu" = auto ]; then
+  later_cpu=
+  for d in /sys/devices/system/cpu/cpu[0-9]*; do
+    c=${d##*cpu}
+    [[ ,$offline, == *",$c,"* ]] && continue
+    [ -f "$d/online" ] && [ "$(cat "$d/online")" = 0 ] && { later_cpu=$c; break; }
+  done
+  [ -n "$later_cpu" ] || fail "no present CPU left offline at boot to online later (maxcpus= missing?)"
+fi
+[ -z "$later_cpu" ] || [ "$(cat "/sys/devices/system/cpu/cpu$later_cpu/online")" = 0 ] ||
+  fail "cpu$later_cpu is already online: it cannot come online under the scheduler"
+[ -z "$later_cpu" ] || info "cpu$later_cpu will come online under the scheduler"
 info "present $(cat /sys/devices/system/cpu/present), online $(online_cpus), NUMA nodes: $(ls -d /sys/devices/system/node/node* 2>/dev/null | wc -l)"
 
 # check_topology WHEN: the loader's last topology line and the running scheduler's stats
