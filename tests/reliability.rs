@@ -185,8 +185,16 @@ const DL_SERVER_612: KnownIssue = KnownIssue {
     what: "6.12 deadline.c fair-server bandwidth WARNING on CPU hotplug (kernel, not scx_sisutil)",
     lines: &[
         &["cut here"],
-        &["WARNING:", "kernel/sched/deadline.c:265", "inactive_task_timer"],
-        &["WARNING:", "kernel/sched/deadline.c:265", "task_non_contending"],
+        &[
+            "WARNING:",
+            "kernel/sched/deadline.c:265",
+            "inactive_task_timer",
+        ],
+        &[
+            "WARNING:",
+            "kernel/sched/deadline.c:265",
+            "task_non_contending",
+        ],
     ],
 };
 
