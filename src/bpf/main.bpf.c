@@ -530,6 +530,9 @@ static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
  */
 /* How far ahead of its LLC's clock a task may be queued, in slices. */
 #define VTIME_MAX_DEBT	8
+#ifndef PF_KTHREAD
+#define PF_KTHREAD	0x00200000	/* include/linux/sched.h */
+#endif
 
 static __always_inline void vtime_rebase(struct task_struct *p, s32 llc)
 {
@@ -549,7 +552,7 @@ static __always_inline void vtime_rebase(struct task_struct *p, s32 llc)
 void BPF_STRUCT_OPS(sisutil_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	s32 cpu = scx_bpf_task_cpu(p), llc = sis_cpu_llc(cpu);
-	u64 vtime = p->scx.dsq_vtime, now;
+	u64 vtime = p->scx.dsq_vtime, now, max_debt;
 
 	if (llc < 0) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
@@ -573,8 +576,19 @@ void BPF_STRUCT_OPS(sisutil_enqueue, struct task_struct *p, u64 enq_flags)
 	 * bounds every wait to ~nr_queued * VTIME_MAX_DEBT * slice / nr_cpus;
 	 * nice still orders tasks, up to that bound.
 	 */
-	if ((s64)(vtime - (now + VTIME_MAX_DEBT * slice_ns)) > 0)
-		vtime = now + VTIME_MAX_DEBT * slice_ns;
+	/*
+	 * Kernel threads carry none: they hold kernel-wide state for other
+	 * tasks (RCU read-side sections, locks), and an RCU CPU stall makes
+	 * the kernel eject the BPF scheduler (seen on 7.3.4). Under soak load,
+	 * khugepaged (nice 19) was preempted inside collapse_huge_page()'s
+	 * RCU section, waited out its debt again and again, and the grace
+	 * period stalled for 21 s ("RCU CPU stall on CPUs"). A departure from
+	 * CFS, which charges kthreads by their nice like everyone else: with
+	 * no debt a kthread gets at most about a nice-0 task's share.
+	 */
+	max_debt = (p->flags & PF_KTHREAD) ? 0 : VTIME_MAX_DEBT * slice_ns;
+	if ((s64)(vtime - (now + max_debt)) > 0)
+		vtime = now + max_debt;
 	scx_bpf_dsq_insert_vtime(p, llc, slice_ns, vtime, enq_flags);
 	stat_inc(llc, STAT_ENQUEUE);
 
