@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //! Host BPF tests of the wake-up path (src/bpf/sis_test.bpf.c), see sis_model.rs.
 //!
-//! The BPF steps of sis.bpf.h (select_idle_sibling and below) run through the
-//! real verifier and BPF_PROG_TEST_RUN on the host kernel, on a synthetic
-//! topology (the object's .bss `topo`) and idle mask, and are compared with
-//! the reference model of fair.c (sis_model.rs): same CPU, same has_idle_cores
-//! hint afterwards, same counters - on hand-worked cases and on many random
-//! states drawn from fixed seeds. Needs root (bpf()); no skip without it.
+//! The scheduler's own select_task_rq_fair() (src/bpf/sis.bpf.h: wake_wide,
+//! wake_affine_idle/_weight, select_idle_sibling, select_idle_smt/cpu/core,
+//! SIS_UTIL and SIS_PROP depths read from the per-LLC and per-CPU state)
+//! runs through the real verifier and BPF_PROG_TEST_RUN on the host kernel,
+//! on a synthetic topology and state (the object's .bss: topo, llc_ctxs,
+//! cpu_ctxs, nr_running), and is compared with the model written from fair.c
+//! (sis_model.rs): same CPU, same state afterwards, same counters - on
+//! hand-worked cases and on random states drawn from fixed seeds, per
+//! feature set. Needs root (bpf()); no skip without it.
 
+use std::collections::BTreeMap;
 use std::mem::MaybeUninit;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -16,9 +20,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::bpf_intf as bi;
-use crate::sis_model::{
-    self, stat_name, Cpumask, Machine, Outcome, Wakeup, DEPTH_UNBOUNDED, STAT_NR,
-};
+use crate::sis_model::{self, stat_name, Cpumask, Flips, Machine, Outcome, Wakeup, STAT_NR};
 use crate::topology::{copy_same_c_type, CpuDesc, TopoDesc};
 
 mod skel {
@@ -28,9 +30,13 @@ use skel::{types, SisTestSkel, SisTestSkelBuilder};
 
 const MAX_CPUS: usize = bi::sis_consts_MAX_CPUS as usize;
 const WORDS: usize = MAX_CPUS / 64;
-const FEAT_SIS_CORE: u64 = bi::sis_feature_FEAT_SIS_CORE as u64;
-const FEAT_ALL: u64 = bi::sis_feature_FEAT_ALL as u64;
-/// the scheduler's default feature set (--preset patched) minus nothing
+
+const F_SIS_UTIL: u64 = bi::sis_feature_FEAT_SIS_UTIL as u64;
+const F_SIS_PROP: u64 = bi::sis_feature_FEAT_SIS_PROP as u64;
+const F_SIS_CORE: u64 = bi::sis_feature_FEAT_SIS_CORE as u64;
+const F_WA_IDLE_PREV: u64 = bi::sis_feature_FEAT_WA_IDLE_PREV as u64;
+const F_WA_WEIGHT: u64 = bi::sis_feature_FEAT_WA_WEIGHT as u64;
+/// the scheduler's default feature set (--preset patched)
 const PATCHED: u64 = (bi::sis_feature_FEAT_SIS_UTIL
     | bi::sis_feature_FEAT_SIS_CORE
     | bi::sis_feature_FEAT_WA_IDLE_PREV
@@ -39,14 +45,86 @@ const PATCHED: u64 = (bi::sis_feature_FEAT_SIS_UTIL
     | bi::sis_feature_FEAT_NEWIDLE_SKIP_IPI
     | bi::sis_feature_FEAT_KICK_SKIP_REDUNDANT) as u64;
 
-/// What the BPF program reports for one call.
-#[derive(Debug, PartialEq)]
-struct BpfOut {
-    cpu: i32,
-    has_idle_cores: bool,
-    /// p->recent_used_cpu after the call
-    recent: i32,
-    cnt: [u64; STAT_NR],
+/// The feature sets of the random comparison: each gets its own states.
+const FEATURE_SETS: [(&str, u64); 6] = [
+    ("none", 0),
+    ("SIS_UTIL", F_SIS_UTIL),
+    ("SIS_PROP", F_SIS_PROP),
+    ("SIS_PROP SIS_CORE WA_IDLE_PREV", F_SIS_PROP | F_SIS_CORE | F_WA_IDLE_PREV),
+    ("SIS_UTIL SIS_PROP SIS_CORE WA_WEIGHT", F_SIS_UTIL | F_SIS_PROP | F_SIS_CORE | F_WA_WEIGHT),
+    ("patched", PATCHED),
+];
+
+/// The BPF program's answer, in the model's terms.
+fn run_bpf(bpf: &mut Bpf, m: &Machine, llc_ids: &[usize], w: &Wakeup) -> Outcome {
+    bpf.set_state(m, llc_ids, w);
+    let mut args = types::sis_test_args {
+        features: w.features,
+        prev: w.prev as i32,
+        this_cpu: w.this_cpu as i32,
+        sync: w.sync as u32,
+        recent: w.recent,
+        wakee_id: w.wakee_id as u32,
+        pcpu_kthread: w.pcpu_kthread as u32,
+        waker_last_wakee: w.waker.last_wakee,
+        waker_flips: w.waker.wakee_flips,
+        waker_decay_ts: w.waker.wakee_flip_decay_ts,
+        wakee_flips: w.wakee_flips,
+        hz: w.hz as u32,
+        jiffies: w.jiffies,
+        clock: w.clock,
+        clock_step: w.clock_step,
+        waker_load: w.waker_load,
+        wakee_load: w.wakee_load,
+        imbalance_pct: w.imbalance_pct,
+        idle: to_words(&w.idle),
+        allowed: to_words(&w.allowed),
+        cpu: -2,
+        recent_out: i32::MIN,
+        waker_last_wakee_out: i32::MIN,
+        cnt: [u64::MAX; STAT_NR],
+        ..Default::default()
+    };
+    // SAFETY: plain-integer repr(C) struct, viewed as bytes for the call
+    let bytes = unsafe {
+        std::slice::from_raw_parts_mut(
+            &mut args as *mut types::sis_test_args as *mut u8,
+            std::mem::size_of::<types::sis_test_args>(),
+        )
+    };
+    let input = ProgramInput {
+        context_in: Some(bytes),
+        ..Default::default()
+    };
+    let ret = bpf
+        .skel
+        .progs
+        .sis_test
+        .test_run(input)
+        .expect("BPF_PROG_TEST_RUN")
+        .return_value;
+    assert_eq!(ret, 0);
+    assert!(args.cpu != -2 && args.recent_out != i32::MIN, "outputs not written");
+    let bss = bpf.skel.maps.bss_data.as_ref().expect("bss mmapped");
+    let this = &bss.cpu_ctxs[w.this_cpu];
+    Outcome {
+        cpu: args.cpu as usize,
+        recent: args.recent_out,
+        waker: Flips {
+            last_wakee: args.waker_last_wakee_out,
+            wakee_flips: args.waker_flips_out,
+            wakee_flip_decay_ts: args.waker_decay_ts_out,
+        },
+        has_idle_cores: llc_ids
+            .iter()
+            .enumerate()
+            .map(|(i, &id)| (id, bss.llc_ctxs[i].has_idle_cores != 0))
+            .collect(),
+        wake_avg_idle: this.wake_avg_idle,
+        wake_stamp: this.wake_stamp,
+        avg_scan_cost: this.avg_scan_cost,
+        cnt: args.cnt,
+    }
 }
 
 /// The loaded test object.
@@ -83,60 +161,28 @@ impl<'obj> Bpf<'obj> {
         unsafe { copy_same_c_type(&*topo, &mut bss.topo) };
     }
 
-    fn run(&mut self, w: &Wakeup, features: u64) -> BpfOut {
-        assert_eq!(
-            features & FEAT_SIS_CORE != 0,
-            w.sis_core,
-            "test input: SIS_CORE in the feature word and in the model's state differ"
-        );
-        let mut args = types::sis_test_args {
-            features,
-            prev: w.prev as i32,
-            target: w.target as i32,
-            recent: w.recent,
-            has_idle_cores: w.has_idle_cores as u32,
-            depth: w.depth,
-            idle: to_words(&w.idle),
-            allowed: to_words(&w.allowed),
-            cpu: -2,
-            has_idle_cores_out: 2,
-            recent_out: i32::MIN,
-            cnt: [u64::MAX; STAT_NR],
-            ..Default::default()
-        };
-        // SAFETY: plain-integer repr(C) struct, viewed as bytes for the call
-        let bytes = unsafe {
-            std::slice::from_raw_parts_mut(
-                &mut args as *mut types::sis_test_args as *mut u8,
-                std::mem::size_of::<types::sis_test_args>(),
-            )
-        };
-        let input = ProgramInput {
-            context_in: Some(bytes),
-            ..Default::default()
-        };
-        let ret = self
-            .skel
-            .progs
-            .sis_test
-            .test_run(input)
-            .expect("BPF_PROG_TEST_RUN")
-            .return_value;
-        assert_eq!(ret, 0);
-        // the kernel copied the program's writes back into ctx_in
-        BpfOut {
-            cpu: args.cpu,
-            has_idle_cores: match args.has_idle_cores_out {
-                0 => false,
-                1 => true,
-                v => panic!("has_idle_cores_out = {v}: not written"),
-            },
-            recent: match args.recent_out {
-                i32::MIN => panic!("recent_out not written"),
-                v => v,
-            },
-            cnt: args.cnt,
+    /// The per-LLC and per-CPU state of the wake-up, as the loader and the
+    /// scheduler keep it: llc_ctxs by LLC index (`llc_ids[i]` is the
+    /// model's id of index i), cpu_ctxs and nr_running by CPU.
+    fn set_state(&mut self, m: &Machine, llc_ids: &[usize], w: &Wakeup) {
+        let bss = self.skel.maps.bss_data.as_mut().expect("bss mmapped");
+        for (i, id) in llc_ids.iter().enumerate() {
+            let l = &mut bss.llc_ctxs[i];
+            l.nr_idle_scan = w.nr_idle_scan.get(id).copied().unwrap_or(0);
+            l.has_idle_cores = w.has_idle_cores.get(id).copied().unwrap_or(false) as u64;
         }
+        for cpu in 0..m.nr_cpu_ids.min(MAX_CPUS) {
+            bss.nr_running[cpu] = w.nr_running.get(&cpu).copied().unwrap_or(0);
+            let c = &mut bss.cpu_ctxs[cpu];
+            c.util = w.load.get(&cpu).copied().unwrap_or(0);
+            c.wake_avg_idle = 0xdead;
+            c.wake_stamp = 0xdead;
+            c.avg_scan_cost = 0xdead;
+        }
+        let c = &mut bss.cpu_ctxs[w.this_cpu];
+        c.wake_avg_idle = w.wake_avg_idle;
+        c.wake_stamp = w.wake_stamp;
+        c.avg_scan_cost = w.avg_scan_cost;
     }
 }
 
@@ -154,30 +200,38 @@ fn from_words(w: &[u64; WORDS]) -> Cpumask {
         .collect()
 }
 
-fn model_as_bpf(o: &Outcome) -> BpfOut {
-    BpfOut {
-        cpu: o.cpu as i32,
-        has_idle_cores: o.has_idle_cores,
-        recent: o.recent,
-        cnt: o.cnt,
-    }
+/// The LLC ids of a description, in the order of the BPF LLC indexes.
+fn llc_ids(desc: &TopoDesc) -> Vec<usize> {
+    let mut ids: Vec<usize> = desc.cpus.iter().map(|c| c.llc).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
 }
 
 /// Human-readable difference between two results, named `a` and `b`.
-fn diff(a_name: &str, a: &BpfOut, b_name: &str, b: &BpfOut) -> String {
-    let mut s = format!(
-        "cpu {a_name} {} {b_name} {}; has_idle_cores {a_name} {} {b_name} {}; \
-         recent {a_name} {} {b_name} {}",
-        a.cpu, b.cpu, a.has_idle_cores, b.has_idle_cores, a.recent, b.recent
+fn diff(a_name: &str, a: &Outcome, b_name: &str, b: &Outcome) -> String {
+    let mut s = String::new();
+    let mut field = |n: &str, x: String, y: String| {
+        if x != y {
+            s += &format!("{n} {a_name} {x} {b_name} {y}; ");
+        }
+    };
+    field("cpu", a.cpu.to_string(), b.cpu.to_string());
+    field("recent", a.recent.to_string(), b.recent.to_string());
+    field("waker", format!("{:?}", a.waker), format!("{:?}", b.waker));
+    field(
+        "has_idle_cores",
+        format!("{:?}", a.has_idle_cores),
+        format!("{:?}", b.has_idle_cores),
+    );
+    field(
+        "wake_avg_idle/stamp/avg_scan_cost",
+        format!("{}/{}/{}", a.wake_avg_idle, a.wake_stamp, a.avg_scan_cost),
+        format!("{}/{}/{}", b.wake_avg_idle, b.wake_stamp, b.avg_scan_cost),
     );
     for i in 0..STAT_NR {
         if a.cnt[i] != b.cnt[i] {
-            s += &format!(
-                "; {} {a_name} {} {b_name} {}",
-                stat_name(i),
-                a.cnt[i],
-                b.cnt[i]
-            );
+            s += &format!("{} {a_name} {} {b_name} {}; ", stat_name(i), a.cnt[i], b.cnt[i]);
         }
     }
     s
@@ -243,8 +297,8 @@ fn topologies() -> Vec<(&'static str, TopoDesc)> {
     ]
 }
 
-/// One random state: a wake-up on machine `m` plus the feature word.
-fn random_state(rng: &mut StdRng, m: &Machine) -> (Wakeup, u64) {
+/// One random state on machine `m` with feature word `features`.
+fn random_state(rng: &mut StdRng, m: &Machine, features: u64) -> Wakeup {
     let present: Vec<usize> = m.cpus().collect();
     let pick = |rng: &mut StdRng| present[rng.gen_range(0..present.len())];
     let n = m.nr_cpu_ids;
@@ -256,19 +310,18 @@ fn random_state(rng: &mut StdRng, m: &Machine) -> (Wakeup, u64) {
 
     let density = [0.0, 0.1, 0.5, 0.9, 1.0][rng.gen_range(0..5)];
     let mut idle = random_mask(rng, density);
-
     let mut allowed = match rng.gen_range(0..3) {
         0 => (0..MAX_CPUS).collect(), // all: the whole cpumask
         1 => random_mask(rng, 0.8),
         _ => random_mask(rng, 0.2),
     };
 
-    let target = pick(rng);
+    let this_cpu = pick(rng);
     let prev = match rng.gen_range(0..4) {
-        0 => target,
+        0 => this_cpu,
         1 => {
-            // a CPU of target's LLC
-            let span: Vec<usize> = m.llc_span_of(target).unwrap().iter().copied().collect();
+            // a CPU of the waker's LLC
+            let span: Vec<usize> = m.llc_span_of(this_cpu).unwrap().iter().copied().collect();
             span[rng.gen_range(0..span.len())]
         }
         _ => pick(rng),
@@ -276,67 +329,114 @@ fn random_state(rng: &mut StdRng, m: &Machine) -> (Wakeup, u64) {
     let recent = match rng.gen_range(0..20) {
         0..=2 => -1,
         3..=4 => prev as i32,
-        5..=6 => target as i32,
+        5..=6 => this_cpu as i32,
         7 => rng.gen_range(0..n) as i32, // maybe a hole
         _ => pick(rng) as i32,
     };
-
-    // the kernel's invariant: prev and target are allowed (half of the states)
-    if rng.gen_bool(0.5) {
-        allowed.insert(prev);
-        allowed.insert(target);
-    }
-    // reach the slow paths more often: busy target, prev, recent
+    // the kernel's invariant: prev allowed (most states), this_cpu often too
     if rng.gen_bool(0.6) {
-        idle.remove(&target);
-        if rng.gen_bool(0.6) {
-            idle.remove(&prev);
-        }
+        allowed.insert(prev);
+    }
+    if rng.gen_bool(0.6) {
+        allowed.insert(this_cpu);
+    }
+    // reach the slow paths more often: the waker busy, prev and recent busy
+    if rng.gen_bool(0.7) {
+        idle.remove(&this_cpu);
+    }
+    if rng.gen_bool(0.6) {
+        idle.remove(&prev);
         if recent >= 0 && rng.gen_bool(0.5) {
             idle.remove(&(recent as usize));
         }
     }
-
-    let weight = m.llc_span_of(target).unwrap().len() as u32;
-    let depth = match rng.gen_range(0..5) {
-        0 => 0,
-        1 => 1,
-        2 => 2,
-        3 => rng.gen_range(0..=weight + 2),
-        _ => DEPTH_UNBOUNDED,
-    };
-    let mut features = rng.gen::<u64>() & FEAT_ALL;
-    let sis_core = rng.gen_bool(0.5);
-    if sis_core {
-        features |= FEAT_SIS_CORE;
-    } else {
-        features &= !FEAT_SIS_CORE;
+    // runqueue lengths: 0 on most idle CPUs, 1..3 elsewhere
+    let nr_running: BTreeMap<usize, u32> = present
+        .iter()
+        .map(|&c| {
+            let nr = if idle.contains(&c) && rng.gen_bool(0.9) {
+                0
+            } else {
+                rng.gen_range(0..4)
+            };
+            (c, nr)
+        })
+        .collect();
+    let load: BTreeMap<usize, u64> = present
+        .iter()
+        .map(|&c| (c, rng.gen_range(0..=1024)))
+        .collect();
+    let mut nr_idle_scan = BTreeMap::new();
+    let mut has_idle_cores = BTreeMap::new();
+    for c in m.cpus() {
+        let weight = m.llc_span_of(c).unwrap().len() as u64;
+        let id = m.llc_id_of(c).unwrap();
+        let depth = match rng.gen_range(0..4) {
+            0 => 0,
+            1 => 1,
+            2 => rng.gen_range(0..=weight),
+            _ => weight,
+        };
+        nr_idle_scan.entry(id).or_insert(depth);
+        has_idle_cores.entry(id).or_insert_with(|| rng.gen_bool(0.5));
     }
-
-    let w = Wakeup {
+    let hz = [100, 250, 1000][rng.gen_range(0..3)];
+    let jiffies = rng.gen_range(1_000u64..1_000_000);
+    let flips = |rng: &mut StdRng| match rng.gen_range(0..3) {
+        0 => 0,
+        1 => rng.gen_range(0..8),
+        _ => rng.gen_range(0..64),
+    };
+    let waker_flips = flips(rng);
+    let wakee_id = rng.gen_range(1..5);
+    Wakeup {
+        features,
+        this_cpu,
         prev,
-        target,
+        sync: rng.gen_bool(0.5),
         recent,
-        has_idle_cores: rng.gen_bool(0.5),
-        depth,
-        sis_core,
+        wakee_id,
+        pcpu_kthread: rng.gen_bool(0.2),
+        waker: Flips {
+            last_wakee: rng.gen_range(-1..5),
+            wakee_flips: waker_flips,
+            wakee_flip_decay_ts: jiffies - rng.gen_range(0..2 * hz),
+        },
+        wakee_flips: flips(rng),
+        hz,
+        jiffies,
+        clock: rng.gen_range(0..1u64 << 40),
+        clock_step: rng.gen_range(0..20_000),
+        waker_load: rng.gen_range(0..=1024),
+        wakee_load: rng.gen_range(0..=1024),
+        imbalance_pct: [117, 125][rng.gen_range(0..2)],
         idle,
         allowed,
-    };
-    (w, features)
+        nr_running,
+        load,
+        nr_idle_scan,
+        has_idle_cores,
+        wake_avg_idle: match rng.gen_range(0..3) {
+            0 => 0,
+            1 => rng.gen_range(0..20_000),
+            _ => rng.gen_range(0..1_000_000),
+        },
+        wake_stamp: jiffies - [0, 1, 3, 20, 70][rng.gen_range(0..5)] + rng.gen_range(0..2),
+        avg_scan_cost: rng.gen_range(0..30_000),
+    }
 }
 
 /// Which way a call ended, from the model's counters: the random states
-/// must reach every one of them for the comparison to mean anything.
+/// must reach each of them for the comparison to mean anything.
 fn path_of(o: &Outcome, w: &Wakeup) -> &'static str {
     let c = |s: u32| o.cnt[s as usize];
     if c(bi::sis_stat_STAT_RECENT) > 0 {
         "recent"
     } else if c(bi::sis_stat_STAT_FAST) > 0 {
-        if o.cpu == w.target {
-            "fast target"
+        if w.pcpu_kthread && o.cpu == w.prev && w.prev == w.this_cpu && !w.idle.contains(&o.cpu) {
+            "per-cpu kthread"
         } else {
-            "fast prev"
+            "fast target/prev"
         }
     } else if c(bi::sis_stat_STAT_SMT) > 0 {
         "smt sibling"
@@ -345,13 +445,11 @@ fn path_of(o: &Outcome, w: &Wakeup) -> &'static str {
     } else if c(bi::sis_stat_STAT_HIT_SIS_CORE) > 0 {
         "idle core"
     } else if c(bi::sis_stat_STAT_CORE_FAILED) > 0 {
-        if c(bi::sis_stat_STAT_FAILED) > 0 {
-            "core search, nothing"
-        } else {
-            "core search, fallback thread"
-        }
+        "core search failed"
+    } else if c(bi::sis_stat_STAT_HIT_SIS_PROP) > 0 {
+        "depth limited (SIS_PROP)"
     } else if c(bi::sis_stat_STAT_DEPTH_LIMITED) > 0 {
-        "depth limited"
+        "depth limited (SIS_UTIL)"
     } else if c(bi::sis_stat_STAT_FAILED) > 0 {
         "scan, nothing"
     } else {
@@ -359,24 +457,24 @@ fn path_of(o: &Outcome, w: &Wakeup) -> &'static str {
     }
 }
 
-const PATHS: [&str; 11] = [
-    "fast target",
-    "fast prev",
-    "recent",
-    "smt sibling",
-    "scan skipped (depth 0)",
-    "idle core",
-    "core search, fallback thread",
-    "core search, nothing",
-    "depth limited",
-    "scan, nothing",
-    "scan, idle cpu",
-];
+/// Decisions of select_task_rq_fair before the search, from the model.
+fn affine_of(o: &Outcome) -> &'static str {
+    let c = |s: u32| o.cnt[s as usize];
+    if c(bi::sis_stat_STAT_HIT_WA_WEIGHT) > 0 {
+        "wake_affine_weight -> this"
+    } else if c(bi::sis_stat_STAT_WAKE_AFFINE) > 0 {
+        "wake_affine_idle -> this"
+    } else if c(bi::sis_stat_STAT_HIT_WA_IDLE_PREV) > 0 {
+        "WA_IDLE_PREV -> prev"
+    } else {
+        "prev (no move)"
+    }
+}
 
 /// The counting convention and the recent_used_cpu rule, checked on one
 /// result (the model's or the BPF's) on its own, so that a mistake shared
-/// by both still fails. The target's LLC always exists in the random states.
-fn convention_errors(o: &BpfOut, w: &Wakeup) -> Vec<String> {
+/// by both still fails.
+fn convention_errors(o: &Outcome, w: &Wakeup) -> Vec<String> {
     let c = |s: u32| o.cnt[s as usize];
     let (search, scanned) = (c(bi::sis_stat_STAT_SEARCH), c(bi::sis_stat_STAT_SCANNED));
     let (dom_search, dom_scanned) = (
@@ -394,134 +492,198 @@ fn convention_errors(o: &BpfOut, w: &Wakeup) -> Vec<String> {
             "domain_scanned {dom_scanned} != scanned {scanned} - search {search}"
         ));
     }
-    // a fast hit is 100% efficiency; otherwise the domain search is counted
     if fast == 1 && (scanned != 1 || dom_search != 0) {
-        e.push(format!(
-            "fast hit with scanned {scanned} domain_search {dom_search}"
-        ));
+        e.push(format!("fast hit with scanned {scanned} domain_search {dom_search}"));
     }
     if fast + dom_search != 1 {
         e.push(format!("fast {fast} + domain_search {dom_search} != 1"));
     }
-    // recent_used_cpu becomes prev after the prev check, unchanged when the
-    // call returned at target or prev
-    let at_target_or_prev = fast == 1 && c(bi::sis_stat_STAT_RECENT) == 0;
-    let want = if at_target_or_prev {
-        w.recent
-    } else {
-        w.prev as i32
-    };
-    if o.recent != want {
-        e.push(format!("recent_used_cpu {} != {want}", o.recent));
+    // the chosen CPU is allowed, or the search failed back to its target
+    if !w.allowed.contains(&o.cpu) && c(bi::sis_stat_STAT_FAILED) == 0 && fast == 0 {
+        e.push(format!("cpu {} not allowed", o.cpu));
+    }
+    // depth bookkeeping: a SIS_PROP hit only with SIS_PROP on and SIS_UTIL off
+    if c(bi::sis_stat_STAT_HIT_SIS_PROP) > 0 && (w.features & F_SIS_UTIL != 0 || w.features & F_SIS_PROP == 0) {
+        e.push("SIS_PROP hit while SIS_UTIL decides the depth".into());
+    }
+    // the waker recorded the wakee
+    if o.waker.last_wakee != w.wakee_id {
+        e.push(format!("last_wakee {} != {}", o.waker.last_wakee, w.wakee_id));
     }
     e
 }
 
 const SEED: u64 = 0x5151_0000;
-const STATES_PER_TOPOLOGY: usize = 4000;
+const STATES_PER_SET: usize = 10_008;
 
-#[test]
-fn sis_random_states_match_model() {
+/// The random comparison: every feature set on every topology. Returns the
+/// number of states and the failures (model vs BPF, or a convention broken).
+fn random_comparison(mutate: bool, max_failures: usize) -> (usize, Vec<String>, BTreeMap<String, usize>) {
     let mut obj = MaybeUninit::uninit();
     let mut bpf = Bpf::load(&mut obj);
-    let started = std::time::Instant::now();
-    let mut paths = std::collections::BTreeMap::<&str, usize>::new();
+    let mut paths = BTreeMap::<String, usize>::new();
     let mut failures = vec![];
     let mut total = 0;
+    let topos = topologies();
+    let per_topo = STATES_PER_SET.div_ceil(topos.len());
 
-    for (ti, (name, desc)) in topologies().into_iter().enumerate() {
+    for (ti, (name, desc)) in topos.into_iter().enumerate() {
         let m = Machine::new(&desc);
+        let ids = llc_ids(&desc);
         bpf.set_topology(&desc);
-        for i in 0..STATES_PER_TOPOLOGY {
-            // one seed per state: a failure is reproduced from its seed alone
-            let seed = SEED + (ti * 1_000_000 + i) as u64;
-            let mut rng = StdRng::seed_from_u64(seed);
-            let (w, features) = random_state(&mut rng, &m);
-            let want = sis_model::select_idle_sibling(&m, &w);
-            let got = bpf.run(&w, features);
-            let model = model_as_bpf(&want);
-            *paths.entry(path_of(&want, &w)).or_default() += 1;
-            total += 1;
-            for (who, out) in [("model", &model), ("bpf", &got)] {
-                for e in convention_errors(out, &w) {
-                    failures.push(format!("topology {name} seed {seed:#x}: {who}: {e}"));
+        for (fi, (fname, features)) in FEATURE_SETS.iter().enumerate() {
+            for i in 0..per_topo {
+                // one seed per state: a failure is reproduced from its seed alone
+                let seed = SEED + (fi * 100_000_000 + ti * 1_000_000 + i) as u64;
+                let mut rng = StdRng::seed_from_u64(seed);
+                let w = random_state(&mut rng, &m, *features);
+                let want = sis_model::select_task_rq_fair(&m, &w, mutate);
+                let got = run_bpf(&mut bpf, &m, &ids, &w);
+                total += 1;
+                *paths.entry(format!("{fname}: {}", path_of(&want, &w))).or_default() += 1;
+                *paths.entry(format!("{fname}: {}", affine_of(&want))).or_default() += 1;
+                *paths.entry(format!("sets: {fname}")).or_default() += 1;
+                for (who, out) in [("model", &want), ("bpf", &got)] {
+                    for e in convention_errors(out, &w) {
+                        failures.push(format!("{name} [{fname}] seed {seed:#x}: {who}: {e}"));
+                    }
                 }
-            }
-            if model != got {
-                failures.push(format!(
-                    "topology {name} seed {seed:#x}: {}\n  state: prev {} target {} recent {} \
-                     has_idle_cores {} depth {} features {features:#x}\n  idle {:?}\n  allowed {:?}",
-                    diff("model", &model, "bpf", &got),
-                    w.prev,
-                    w.target,
-                    w.recent,
-                    w.has_idle_cores,
-                    w.depth as i32,
-                    w.idle,
-                    if w.allowed.len() == MAX_CPUS {
-                        "all".to_string()
-                    } else {
-                        format!("{:?}", w.allowed)
-                    },
-                ));
+                if want != got {
+                    failures.push(format!(
+                        "{name} [{fname}] seed {seed:#x}: {}\n  state: this {} prev {} sync {} recent {} \
+                         kthread {} idle {:?}",
+                        diff("model", &want, "bpf", &got),
+                        w.this_cpu,
+                        w.prev,
+                        w.sync,
+                        w.recent,
+                        w.pcpu_kthread,
+                        w.idle,
+                    ));
+                }
+                if failures.len() >= max_failures {
+                    return (total, failures, paths);
+                }
             }
         }
     }
+    (total, failures, paths)
+}
 
-    println!(
-        "{total} states in {:.2}s, paths:",
-        started.elapsed().as_secs_f64()
-    );
+#[test]
+fn sis_random_states_match_model() {
+    let started = std::time::Instant::now();
+    let (total, failures, paths) = random_comparison(sis_model::mutate_from_env(), usize::MAX);
+    println!("{total} states in {:.2}s, paths:", started.elapsed().as_secs_f64());
     for (p, n) in &paths {
-        println!("  {p:<30} {n}");
+        println!("  {p:<60} {n}");
     }
     if !failures.is_empty() {
         for f in failures.iter().take(10) {
             eprintln!("MISMATCH {f}");
         }
-        panic!(
-            "{} failures in {total} states (model differs, or the counting convention broken)",
-            failures.len()
-        );
+        panic!("{} failures in {total} states (model differs, or the counting convention broken)", failures.len());
     }
-    // the comparison only means something where the states reach
-    for p in PATHS {
-        let n = paths.get(p).copied().unwrap_or(0);
+    // >= 10,000 states per feature set, and every way through reached
+    for (fname, _) in FEATURE_SETS {
+        let n = paths.get(&format!("sets: {fname}")).copied().unwrap_or(0);
+        assert!(n >= 10_000, "feature set {fname}: {n} states");
+    }
+    let need = |p: &str| {
+        let n: usize = paths
+            .iter()
+            .filter(|(k, _)| k.ends_with(&format!(": {p}")))
+            .map(|(_, n)| n)
+            .sum();
         assert!(n >= 100, "path '{p}' reached by only {n} states");
+    };
+    for p in [
+        "recent",
+        "per-cpu kthread",
+        "fast target/prev",
+        "smt sibling",
+        "scan skipped (depth 0)",
+        "idle core",
+        "core search failed",
+        "depth limited (SIS_PROP)",
+        "depth limited (SIS_UTIL)",
+        "scan, nothing",
+        "scan, idle cpu",
+        "wake_affine_weight -> this",
+        "wake_affine_idle -> this",
+        "WA_IDLE_PREV -> prev",
+        "prev (no move)",
+    ] {
+        need(p);
     }
-    assert!(total >= 20_000);
 }
 
-/// A hand-worked case: the expected CPU, hint, recent_used_cpu afterwards
-/// and every non-zero counter.
-///
-/// Counting convention (Mel Gorman's SIS schedstats, see sis_model.rs): the
-/// fast checks of target, prev and recent are ONE scan (SCANNED +1 at
-/// entry, however many of them are probed); DOMAIN_SEARCH +1 once they
-/// failed, before the SMT sibling check; then every CPU probed (sibling,
-/// core thread, __select_idle_cpu) is +1 SCANNED and +1 DOMAIN_SCANNED.
-/// recent_used_cpu becomes prev once the prev check failed.
+/// The mutation check: with one comparison of the model flipped
+/// (SIS_MODEL_MUTATE's mutation), the same comparison must fail.
+#[test]
+fn sis_random_states_catch_a_mutated_model() {
+    let (total, failures, _) = random_comparison(true, 20);
+    assert!(
+        !failures.is_empty(),
+        "the mutated model agreed with the BPF on all {total} states: the test cannot fail"
+    );
+    assert!(failures.iter().any(|f| f.contains("SCANNED")), "{failures:?}");
+}
+
+/// A hand-worked case: the expected CPU, recent_used_cpu afterwards, every
+/// non-zero counter, and where given the waker's bookkeeping and this CPU's
+/// SIS_PROP state afterwards. Both the model and the BPF must give it.
 struct Case {
     what: &'static str,
     desc: TopoDesc,
     w: Wakeup,
-    features: u64,
     cpu: usize,
-    hint: bool,
     recent: i32,
     counters: &'static [(u32, u64)],
+    /// (wake_avg_idle, wake_stamp, avg_scan_cost) afterwards
+    prop: Option<(u64, u64, u64)>,
+    waker: Option<Flips>,
 }
 
-fn wake(prev: usize, target: usize, idle: &[usize]) -> Wakeup {
+/// A neutral wake-up: waker on `this`, running alone there (nr_running 1 on
+/// busy CPUs, 0 on idle ones), no flips, no load, SIS_UTIL's depth the whole
+/// LLC, no idle core expected, every CPU allowed.
+fn base(desc: &TopoDesc, features: u64, this: usize, prev: usize, idle: &[usize]) -> Wakeup {
+    let m = Machine::new(desc);
+    let idle: Cpumask = idle.iter().copied().collect();
     Wakeup {
+        features,
+        this_cpu: this,
         prev,
-        target,
+        sync: false,
         recent: -1,
-        has_idle_cores: false,
-        depth: DEPTH_UNBOUNDED,
-        sis_core: true,
-        idle: idle.iter().copied().collect(),
+        wakee_id: 1,
+        pcpu_kthread: false,
+        waker: Flips {
+            last_wakee: 1,
+            wakee_flips: 0,
+            wakee_flip_decay_ts: 1000,
+        },
+        wakee_flips: 0,
+        hz: 250,
+        jiffies: 1000,
+        clock: 1_000_000,
+        clock_step: 0,
+        waker_load: 0,
+        wakee_load: 0,
+        imbalance_pct: 117,
+        nr_running: m.cpus().map(|c| (c, (!idle.contains(&c)) as u32)).collect(),
+        load: BTreeMap::new(),
+        nr_idle_scan: m
+            .cpus()
+            .map(|c| (m.llc_id_of(c).unwrap(), m.llc_span_of(c).unwrap().len() as u64))
+            .collect(),
+        has_idle_cores: m.cpus().map(|c| (m.llc_id_of(c).unwrap(), false)).collect(),
+        idle,
         allowed: (0..MAX_CPUS).collect(),
+        wake_avg_idle: 0,
+        wake_stamp: 1000,
+        avg_scan_cost: 0,
     }
 }
 
@@ -530,45 +692,54 @@ use bi::{
     sis_stat_STAT_DEPTH_LIMITED as DEPTH_LIMITED, sis_stat_STAT_DOMAIN_SCANNED as DOM_SCANNED,
     sis_stat_STAT_DOMAIN_SEARCH as DOM_SEARCH, sis_stat_STAT_FAILED as FAILED,
     sis_stat_STAT_FAST as FAST, sis_stat_STAT_HIT_SIS_CORE as HIT_CORE,
-    sis_stat_STAT_HIT_SIS_UTIL as HIT_UTIL, sis_stat_STAT_RECENT as RECENT,
-    sis_stat_STAT_SCANNED as SCANNED, sis_stat_STAT_SCAN_SKIPPED as SKIPPED,
-    sis_stat_STAT_SEARCH as SEARCH, sis_stat_STAT_SMT as SMT,
+    sis_stat_STAT_HIT_SIS_PROP as HIT_PROP, sis_stat_STAT_HIT_SIS_UTIL as HIT_UTIL,
+    sis_stat_STAT_HIT_WA_IDLE_PREV as HIT_IDLE_PREV, sis_stat_STAT_HIT_WA_WEIGHT as HIT_WEIGHT,
+    sis_stat_STAT_SCANNED as SCANNED,
+    sis_stat_STAT_SCAN_SKIPPED as SKIPPED, sis_stat_STAT_SEARCH as SEARCH,
+    sis_stat_STAT_SMT as SMT, sis_stat_STAT_WAKE_AFFINE as AFFINE,
 };
 
 fn hand_cases() -> Vec<Case> {
     let flat8 = || TopoDesc::synthetic(1, 8, 1, 1); // CPUs 0-7, one LLC
     let two_llc = || TopoDesc::synthetic(2, 2, 2, 1); // {0,1}{2,3} | {4,5}{6,7}
     let smt8 = || TopoDesc::synthetic(1, 4, 2, 1); // {0,1}{2,3}{4,5}{6,7}
+    let smt4 = || TopoDesc::synthetic(1, 2, 2, 1); // {0,1}{2,3}
     let with = |mut w: Wakeup, f: &dyn Fn(&mut Wakeup)| {
         f(&mut w);
         w
     };
-    let no_core = PATCHED & !FEAT_SIS_CORE;
+    let no_core = PATCHED & !F_SIS_CORE;
+    let case = |what, desc: TopoDesc, w: Wakeup, cpu, recent, counters| Case {
+        what,
+        desc,
+        w,
+        cpu,
+        recent,
+        counters,
+        prop: None,
+        waker: None,
+    };
     vec![
-        Case {
-            // fast: target 2 busy, prev == target, no recent -> 1 scan.
-            // domain search (no SMT): 3 4 5 busy, 6 idle -> 4 probed.
-            // scanned 1 + 4 = 5. recent <- prev 2.
-            what: "target 2 busy, idle {0,6}: scan 3,4,5,6",
-            desc: flat8(),
-            w: wake(2, 2, &[0, 6]),
-            features: PATCHED,
-            cpu: 6,
-            hint: false,
-            recent: 2,
-            counters: &[(SEARCH, 1), (SCANNED, 5), (DOM_SEARCH, 1), (DOM_SCANNED, 4)],
-        },
-        Case {
-            // nr = 4: 3 (nr 3), 4 (nr 2), 5 (nr 1) probed, at 6 --nr = 0
-            // stops. scanned 1 + 3 = 4, failed: target.
-            what: "depth 3: 3,4,5 probed, --nr hits 0 before 6",
-            desc: flat8(),
-            w: with(wake(2, 2, &[0, 6]), &|w| w.depth = 3),
-            features: PATCHED,
-            cpu: 2,
-            hint: false,
-            recent: 2,
-            counters: &[
+        // this == prev == 2 busy: no wake_affine. Fast scan 1; LLC scan
+        // from 3: 3 4 5 busy, 6 idle: 4 probes. recent <- prev 2.
+        case(
+            "target 2 busy, idle {0,6}: scan 3,4,5,6",
+            flat8(),
+            base(&flat8(), PATCHED, 2, 2, &[0, 6]),
+            6,
+            2,
+            &[(SEARCH, 1), (SCANNED, 5), (DOM_SEARCH, 1), (DOM_SCANNED, 4)],
+        ),
+        // nr_idle_scan 3: nr = 4: 3 (nr 3), 4 (2), 5 (1) probed, at 6 !--nr.
+        case(
+            "SIS_UTIL depth 3: 3,4,5 probed, --nr hits 0 before 6",
+            flat8(),
+            with(base(&flat8(), PATCHED, 2, 2, &[0, 6]), &|w| {
+                w.nr_idle_scan.insert(0, 3);
+            }),
+            2,
+            2,
+            &[
                 (SEARCH, 1),
                 (SCANNED, 4),
                 (DOM_SEARCH, 1),
@@ -577,29 +748,16 @@ fn hand_cases() -> Vec<Case> {
                 (HIT_UTIL, 1),
                 (FAILED, 1),
             ],
-        },
-        Case {
-            // nr = 5: 3, 4, 5, 6 probed (nr 4..1), 6 idle. 1 + 4 = 5.
-            what: "depth 4 reaches 6",
-            desc: flat8(),
-            w: with(wake(2, 2, &[0, 6]), &|w| w.depth = 4),
-            features: PATCHED,
-            cpu: 6,
-            hint: false,
-            recent: 2,
-            counters: &[(SEARCH, 1), (SCANNED, 5), (DOM_SEARCH, 1), (DOM_SCANNED, 4)],
-        },
-        Case {
-            // the domain search is counted, then nr == 1 skips the scan:
-            // only the fast scan, a failed domain search with 0 probes.
-            what: "depth 0: no scan",
-            desc: flat8(),
-            w: with(wake(2, 2, &[0, 6]), &|w| w.depth = 0),
-            features: PATCHED,
-            cpu: 2,
-            hint: false,
-            recent: 2,
-            counters: &[
+        ),
+        case(
+            "SIS_UTIL depth 0: no scan",
+            flat8(),
+            with(base(&flat8(), PATCHED, 2, 2, &[0, 6]), &|w| {
+                w.nr_idle_scan.insert(0, 0);
+            }),
+            2,
+            2,
+            &[
                 (SEARCH, 1),
                 (SCANNED, 1),
                 (DOM_SEARCH, 1),
@@ -607,167 +765,41 @@ fn hand_cases() -> Vec<Case> {
                 (HIT_UTIL, 1),
                 (FAILED, 1),
             ],
-        },
-        Case {
-            // from 7: 7, 0, 1 probed (1 idle). 1 + 3 = 4.
-            what: "wrap: target 6, idle {1}: 7,0,1",
-            desc: flat8(),
-            w: wake(6, 6, &[1]),
-            features: PATCHED,
-            cpu: 1,
-            hint: false,
-            recent: 6,
-            counters: &[(SEARCH, 1), (SCANNED, 4), (DOM_SEARCH, 1), (DOM_SCANNED, 3)],
-        },
-        Case {
-            // 3 4 5 6 7 0 1 2: all 8 of the LLC probed, target 2 again last
-            // (the fast check of 2 is in the one fast scan). 1 + 8 = 9.
-            what: "nothing idle: 8 CPUs scanned, target probed again last",
-            desc: flat8(),
-            w: wake(2, 2, &[]),
-            features: PATCHED,
-            cpu: 2,
-            hint: false,
-            recent: 2,
-            counters: &[
+        ),
+        // from 7: 7, 0, 1 probed (1 idle).
+        case(
+            "wrap: target 6, idle {1}: 7,0,1",
+            flat8(),
+            base(&flat8(), PATCHED, 6, 6, &[1]),
+            1,
+            6,
+            &[(SEARCH, 1), (SCANNED, 4), (DOM_SEARCH, 1), (DOM_SCANNED, 3)],
+        ),
+        case(
+            "nothing idle: 8 CPUs scanned, target probed again last",
+            flat8(),
+            base(&flat8(), PATCHED, 2, 2, &[]),
+            2,
+            2,
+            &[
                 (SEARCH, 1),
                 (SCANNED, 9),
                 (DOM_SEARCH, 1),
                 (DOM_SCANNED, 8),
                 (FAILED, 1),
             ],
-        },
-        Case {
-            // one fast scan, hit: se_eff 100%. Returned before recent is
-            // touched: recent stays -1.
-            what: "target idle",
-            desc: flat8(),
-            w: wake(5, 2, &[2, 5]),
-            features: PATCHED,
-            cpu: 2,
-            hint: false,
-            recent: -1,
-            counters: &[(SEARCH, 1), (SCANNED, 1), (FAST, 1)],
-        },
-        Case {
-            // target 2 and prev 5 probed, both within the one fast scan:
-            // 100% efficiency. recent untouched (-1).
-            what: "prev idle, same LLC",
-            desc: flat8(),
-            w: wake(5, 2, &[5, 6]),
-            features: PATCHED,
-            cpu: 5,
-            hint: false,
-            recent: -1,
-            counters: &[(SEARCH, 1), (SCANNED, 1), (FAST, 1)],
-        },
-        Case {
-            // target 2, prev 5, recent 7 probed: still one scan. recent
-            // was replaced by prev 5 before 7 was checked.
-            what: "recent_used_cpu idle",
-            desc: flat8(),
-            w: with(wake(5, 2, &[6, 7]), &|w| w.recent = 7),
-            features: PATCHED,
-            cpu: 7,
-            hint: false,
-            recent: 5,
-            counters: &[(SEARCH, 1), (SCANNED, 1), (FAST, 1), (RECENT, 1)],
-        },
-        Case {
-            // target 2, prev 5, recent 7 all busy: 1 fast scan. Then the
-            // domain scan from 3: 3 4 5 6 7 0 (0 idle) -> 6 probes. 1 + 6.
-            what: "target, prev, recent busy: three probes are one scan",
-            desc: flat8(),
-            w: with(wake(5, 2, &[0]), &|w| w.recent = 7),
-            features: PATCHED,
-            cpu: 0,
-            hint: false,
-            recent: 5,
-            counters: &[(SEARCH, 1), (SCANNED, 7), (DOM_SEARCH, 1), (DOM_SCANNED, 6)],
-        },
-        Case {
-            // nr = 2; 3 4 5 not allowed (no --nr), 6: --nr = 1, probed, idle.
-            what: "allowed {2,6}: disallowed CPUs cost no depth",
-            desc: flat8(),
-            w: with(wake(2, 2, &[4, 6]), &|w| {
-                w.allowed = [2, 6].into_iter().collect();
-                w.depth = 1;
+        ),
+        // hint set: core {0,1} 2 probes; {2,3}: 2 busy, 3 = fallback (2);
+        // {4,5}: 4 busy, fallback known -> break (1); {6,7} idle (2). 7.
+        case(
+            "idle core {6,7} after busy cores, fallback 3 seen",
+            smt8(),
+            with(base(&smt8(), PATCHED, 0, 0, &[3, 6, 7]), &|w| {
+                w.has_idle_cores.insert(0, true);
             }),
-            features: PATCHED,
-            cpu: 6,
-            hint: false,
-            recent: 2,
-            counters: &[(SEARCH, 1), (SCANNED, 2), (DOM_SEARCH, 1), (DOM_SCANNED, 1)],
-        },
-        Case {
-            // fast: target 0, prev 2 busy (one scan). Domain search counted
-            // before the SMT check; sibling 3 of prev probed, idle: a
-            // successful domain search of 1 probe. 1 + 1 = 2.
-            what: "idle SMT sibling of prev",
-            desc: two_llc(),
-            w: wake(2, 0, &[3, 5]),
-            features: PATCHED,
-            cpu: 3,
-            hint: false,
-            recent: 2,
-            counters: &[
-                (SEARCH, 1),
-                (SCANNED, 2),
-                (DOM_SEARCH, 1),
-                (DOM_SCANNED, 1),
-                (SMT, 1),
-            ],
-        },
-        Case {
-            // sibling 3 busy (1 probe), then the scan from 1: 1 idle (1
-            // probe). One domain search of 2 probes. 1 + 2 = 3.
-            what: "SMT sibling busy, then the LLC scan: one domain search",
-            desc: two_llc(),
-            w: wake(2, 0, &[1]),
-            features: PATCHED,
-            cpu: 1,
-            hint: false,
-            recent: 2,
-            counters: &[(SEARCH, 1), (SCANNED, 3), (DOM_SEARCH, 1), (DOM_SCANNED, 2)],
-        },
-        Case {
-            // no sibling check; scan from 1 in {0,1,2,3}: 1, 2, 3 (idle).
-            // 1 + 3 = 4.
-            what: "NO_SIS_CORE: no sibling check, scan 1,2,3",
-            desc: two_llc(),
-            w: wake(2, 0, &[3, 5]),
-            features: no_core,
-            cpu: 3,
-            hint: false,
-            recent: 2,
-            counters: &[(SEARCH, 1), (SCANNED, 4), (DOM_SEARCH, 1), (DOM_SCANNED, 3)],
-        },
-        Case {
-            // prev 5 is not cache affine: neither probed nor its sibling;
-            // scan 1, 2, 3 (idle). 1 + 3 = 4. recent <- prev 5 all the same.
-            what: "prev in the other LLC: neither prev nor its sibling",
-            desc: two_llc(),
-            w: wake(5, 0, &[3, 5]),
-            features: PATCHED,
-            cpu: 3,
-            hint: false,
-            recent: 5,
-            counters: &[(SEARCH, 1), (SCANNED, 4), (DOM_SEARCH, 1), (DOM_SCANNED, 3)],
-        },
-        Case {
-            // hint set: no sibling check. Core scan from 1: core {0,1}
-            // 0 busy, 1 busy (2 probes, no fallback yet); core {2,3}: 2
-            // busy, 3 idle = fallback (2); core {4,5}: 4 busy, fallback
-            // known -> break (1); core {6,7}: both idle (2) -> core 6.
-            // 7 probes, 1 + 7 = 8.
-            what: "idle core {6,7} after busy cores, fallback 3 seen",
-            desc: smt8(),
-            w: with(wake(0, 0, &[3, 6, 7]), &|w| w.has_idle_cores = true),
-            features: PATCHED,
-            cpu: 6,
-            hint: true,
-            recent: 0,
-            counters: &[
+            6,
+            0,
+            &[
                 (SEARCH, 1),
                 (SCANNED, 8),
                 (DOM_SEARCH, 1),
@@ -775,40 +807,18 @@ fn hand_cases() -> Vec<Case> {
                 (CORE_SEARCH, 1),
                 (HIT_CORE, 1),
             ],
-        },
-        Case {
-            // same walk as above: the core search ignores nr.
-            what: "depth 1 does not bound the core search",
-            desc: smt8(),
-            w: with(wake(0, 0, &[3, 6, 7]), &|w| {
-                w.has_idle_cores = true;
-                w.depth = 1;
+        ),
+        // {0,1}: 2; {2,3}: 2 (3 fallback); {4,5}: 1; {6,7}: 6 busy (1). 6
+        // probes; no idle core: hint cleared, fallback 3 taken.
+        case(
+            "no idle core: hint cleared, fallback thread 3",
+            smt8(),
+            with(base(&smt8(), PATCHED, 0, 0, &[3, 7]), &|w| {
+                w.has_idle_cores.insert(0, true);
             }),
-            features: PATCHED,
-            cpu: 6,
-            hint: true,
-            recent: 0,
-            counters: &[
-                (SEARCH, 1),
-                (SCANNED, 8),
-                (DOM_SEARCH, 1),
-                (DOM_SCANNED, 7),
-                (CORE_SEARCH, 1),
-                (HIT_CORE, 1),
-            ],
-        },
-        Case {
-            // {0,1}: 2 probes; {2,3}: 2 busy, 3 fallback (2); {4,5}: 4
-            // busy -> break (1); {6,7}: 6 busy -> break (1). 6 probes,
-            // 1 + 6 = 7; no idle core: hint cleared, fallback 3 taken.
-            what: "no idle core: hint cleared, fallback thread 3",
-            desc: smt8(),
-            w: with(wake(0, 0, &[3, 7]), &|w| w.has_idle_cores = true),
-            features: PATCHED,
-            cpu: 3,
-            hint: false,
-            recent: 0,
-            counters: &[
+            3,
+            0,
+            &[
                 (SEARCH, 1),
                 (SCANNED, 7),
                 (DOM_SEARCH, 1),
@@ -816,64 +826,241 @@ fn hand_cases() -> Vec<Case> {
                 (CORE_SEARCH, 1),
                 (CORE_FAILED, 1),
             ],
-        },
-        Case {
-            // 3 not in cpus: {0,1} 2 probes; {2,3} 2 (3 idle, not a
-            // fallback); {4,5} 2 (no fallback yet, keep going); {6,7}: 6
-            // busy, 7 idle = fallback (2). 8 probes, 1 + 8 = 9.
-            what: "fallback must be allowed: 3 not allowed, 7 taken",
-            desc: smt8(),
-            w: with(wake(0, 0, &[3, 7]), &|w| {
-                w.has_idle_cores = true;
-                w.allowed = [0, 1, 2, 4, 5, 6, 7].into_iter().collect();
-            }),
-            features: PATCHED,
-            cpu: 7,
-            hint: false,
-            recent: 0,
-            counters: &[
+        ),
+        // select_idle_smt(prev 2): the loop over {2,3} counts 2 (itself)
+        // and 3 (idle): 2 visits.
+        case(
+            "idle SMT sibling of prev: the loop counts prev too",
+            two_llc(),
+            base(&two_llc(), PATCHED, 2, 2, &[3, 5]),
+            3,
+            2,
+            &[
                 (SEARCH, 1),
-                (SCANNED, 9),
+                (SCANNED, 3),
                 (DOM_SEARCH, 1),
-                (DOM_SCANNED, 8),
-                (CORE_SEARCH, 1),
-                (CORE_FAILED, 1),
+                (DOM_SCANNED, 2),
+                (SMT, 1),
             ],
-        },
-        Case {
-            // domain search counted, core search started, nr == 1: skipped
-            // before any probe. Only the fast scan; hint kept.
-            what: "depth 0 with the hint set: no scan, hint kept",
-            desc: smt8(),
-            w: with(wake(0, 0, &[3, 6, 7]), &|w| {
-                w.has_idle_cores = true;
-                w.depth = 0;
+        ),
+        // siblings 2, 3 visited (2); scan from 3: 3, 0 busy, 1 idle (3).
+        case(
+            "SMT sibling busy, then the LLC scan: one domain search",
+            two_llc(),
+            base(&two_llc(), PATCHED, 2, 2, &[1]),
+            1,
+            2,
+            &[(SEARCH, 1), (SCANNED, 6), (DOM_SEARCH, 1), (DOM_SCANNED, 5)],
+        ),
+        // no sibling check; scan from 3: 3 idle.
+        case(
+            "NO_SIS_CORE: no sibling check",
+            two_llc(),
+            base(&two_llc(), no_core, 2, 2, &[3, 5]),
+            3,
+            2,
+            &[(SEARCH, 1), (SCANNED, 2), (DOM_SEARCH, 1), (DOM_SCANNED, 1)],
+        ),
+        // LLC {0-3,8-11}: from 4, 4-7 are not in it, 8 first, idle.
+        case(
+            "x86 siblings: target 3 wraps to 8 first",
+            topo_x86_siblings(),
+            base(&topo_x86_siblings(), no_core, 3, 3, &[2, 8]),
+            8,
+            3,
+            &[(SEARCH, 1), (SCANNED, 2), (DOM_SEARCH, 1), (DOM_SCANNED, 1)],
+        ),
+        // a per-CPU kthread wakes a task of its CPU, nothing else runs
+        // there: stacked on prev, one fast scan, recent untouched.
+        case(
+            "per-CPU kthread stacks the wakee on prev",
+            flat8(),
+            with(base(&flat8(), PATCHED, 3, 3, &[5]), &|w| w.pcpu_kthread = true),
+            3,
+            -1,
+            &[(SEARCH, 1), (SCANNED, 1), (FAST, 1)],
+        ),
+        // ... not with a second task on the CPU: the scan 4, 5 (idle).
+        case(
+            "per-CPU kthread, nr_running 2: no stacking",
+            flat8(),
+            with(base(&flat8(), PATCHED, 3, 3, &[5]), &|w| {
+                w.pcpu_kthread = true;
+                w.nr_running.insert(3, 2);
             }),
-            features: PATCHED,
-            cpu: 0,
-            hint: true,
-            recent: 0,
-            counters: &[
+            5,
+            3,
+            &[(SEARCH, 1), (SCANNED, 3), (DOM_SEARCH, 1), (DOM_SCANNED, 2)],
+        ),
+        // sync, the waker alone on 0: wake_affine_idle -> 0. SIS(4, 0): 0
+        // and 4 busy, scan from 1: 1, 2, 3 (idle).
+        case(
+            "sync, waker alone on its CPU: pulled to 0, scan 1,2,3",
+            flat8(),
+            with(base(&flat8(), PATCHED, 0, 4, &[3]), &|w| w.sync = true),
+            3,
+            4,
+            &[
                 (SEARCH, 1),
-                (SCANNED, 1),
+                (SCANNED, 4),
                 (DOM_SEARCH, 1),
-                (CORE_SEARCH, 1),
-                (SKIPPED, 1),
-                (HIT_UTIL, 1),
+                (DOM_SCANNED, 3),
+                (AFFINE, 1),
+            ],
+        ),
+        // sync with 2 tasks on 0: not affine; WA_WEIGHT loads 0: 0 < 0
+        // false -> prev 4 (the sync +1 makes prev_eff 1 > 0: this wins!)
+        case(
+            "sync, two tasks on the waker's CPU: wake_affine_weight's +1 pulls",
+            flat8(),
+            with(base(&flat8(), PATCHED, 0, 4, &[3]), &|w| {
+                w.sync = true;
+                w.nr_running.insert(0, 2);
+            }),
+            3,
+            4,
+            &[
+                (SEARCH, 1),
+                (SCANNED, 4),
+                (DOM_SEARCH, 1),
+                (DOM_SCANNED, 3),
+                (AFFINE, 1),
+                (HIT_WEIGHT, 1),
+            ],
+        ),
+        // prev 4 idle: seed 003 keeps it; SIS(4, 4) fast.
+        case(
+            "WA_IDLE_PREV: idle prev kept",
+            flat8(),
+            base(&flat8(), PATCHED, 0, 4, &[4, 6]),
+            4,
+            -1,
+            &[(SEARCH, 1), (SCANNED, 1), (FAST, 1), (HIT_IDLE_PREV, 1)],
+        ),
+        // an interrupt on idle 0: pulled to 0 (prev busy), 0 idle: fast.
+        case(
+            "interrupt wake-up on an idle CPU pulls there",
+            flat8(),
+            base(&flat8(), PATCHED, 0, 4, &[0]),
+            0,
+            -1,
+            &[(SEARCH, 1), (SCANNED, 1), (FAST, 1), (AFFINE, 1)],
+        ),
+        // wake_wide: waker 70 flips, wakee 8, LLC 8: 70 >= 8 * 8: wide, no
+        // wake_affine although sync; SIS(4, 4): scan 5 6 7 0 1 2 3.
+        case(
+            "wake_wide: no pull",
+            flat8(),
+            with(base(&flat8(), PATCHED, 0, 4, &[3]), &|w| {
+                w.sync = true;
+                w.waker.wakee_flips = 70;
+                w.wakee_flips = 8;
+            }),
+            3,
+            4,
+            &[(SEARCH, 1), (SCANNED, 8), (DOM_SEARCH, 1), (DOM_SCANNED, 7)],
+        ),
+        // siblings 0/1: imbalance_pct 110: 106 * 100 vs 100 * 105: prev.
+        // SIS(1, 1): smt loop {0,1} 2 visits, scan 2 3 0 1: 4. Failed.
+        case(
+            "wake_affine_weight between SMT siblings: imbalance_pct 110",
+            smt4(),
+            with(base(&smt4(), PATCHED, 0, 1, &[]), &|w| {
+                w.load = [(0, 106), (1, 100), (2, 100)].into_iter().collect();
+            }),
+            1,
+            1,
+            &[
+                (SEARCH, 1),
+                (SCANNED, 7),
+                (DOM_SEARCH, 1),
+                (DOM_SCANNED, 6),
                 (FAILED, 1),
             ],
+        ),
+        // 0 and 2 are not siblings: 117 -> 108: 10600 < 10800: this 0.
+        // SIS(2, 0): smt(2) {2,3}: 2 visits; scan 1 2 3 0: 4. Failed.
+        case(
+            "wake_affine_weight across cores: imbalance_pct 117",
+            smt4(),
+            with(base(&smt4(), PATCHED, 0, 2, &[]), &|w| {
+                w.load = [(0, 106), (1, 100), (2, 100)].into_iter().collect();
+            }),
+            0,
+            2,
+            &[
+                (SEARCH, 1),
+                (SCANNED, 7),
+                (DOM_SEARCH, 1),
+                (DOM_SCANNED, 6),
+                (FAILED, 1),
+                (AFFINE, 1),
+                (HIT_WEIGHT, 1),
+            ],
+        ),
+        Case {
+            // 8000 >> 3 = 1000 at stamp 1000 (997 + 3); nr = 8 * 1000 /
+            // 1001 = 7: 3 4 5 6 7 0 probed, !--nr at 1: no accounting.
+            what: "SIS_PROP: aged wake_avg_idle, depth 7, !--nr skips the accounting",
+            desc: flat8(),
+            w: with(base(&flat8(), F_SIS_PROP, 2, 2, &[]), &|w| {
+                w.wake_avg_idle = 8000;
+                w.wake_stamp = 997;
+                w.avg_scan_cost = 1000;
+                w.clock_step = 5000;
+            }),
+            cpu: 2,
+            recent: 2,
+            counters: &[
+                (SEARCH, 1),
+                (SCANNED, 7),
+                (DOM_SEARCH, 1),
+                (DOM_SCANNED, 6),
+                (DEPTH_LIMITED, 1),
+                (HIT_PROP, 1),
+                (FAILED, 1),
+            ],
+            prop: Some((1000, 1000, 1000)),
+            waker: None,
         },
         Case {
-            // from 4: 4-7 are not in the LLC, 8 is the first probe, idle.
-            // 1 + 1 = 2.
-            what: "x86 siblings: LLC {0-3,8-11}, target 3 wraps to 8 first",
-            desc: topo_x86_siblings(),
-            w: wake(3, 3, &[2, 8]),
-            features: no_core,
-            cpu: 8,
-            hint: false,
-            recent: 3,
-            counters: &[(SEARCH, 1), (SCANNED, 2), (DOM_SEARCH, 1), (DOM_SCANNED, 1)],
+            // same depth, 4 idle: 3, 4 probed. time 5000: wake_avg_idle
+            // 1000 - 1000 = 0; avg_scan_cost 1000 + 4000 / 8 = 1500.
+            what: "SIS_PROP: a scan that found a CPU is accounted",
+            desc: flat8(),
+            w: with(base(&flat8(), F_SIS_PROP, 2, 2, &[4]), &|w| {
+                w.wake_avg_idle = 8000;
+                w.wake_stamp = 997;
+                w.avg_scan_cost = 1000;
+                w.clock_step = 5000;
+            }),
+            cpu: 4,
+            recent: 2,
+            counters: &[(SEARCH, 1), (SCANNED, 3), (DOM_SEARCH, 1), (DOM_SCANNED, 2)],
+            prop: Some((0, 1000, 1500)),
+            waker: None,
+        },
+        Case {
+            // record_wakee: decay_ts + HZ < jiffies: 9 >> 1 = 4, then a new
+            // wakee: 5; the stamp becomes jiffies.
+            what: "record_wakee decays once and counts a new wakee",
+            desc: flat8(),
+            w: with(base(&flat8(), PATCHED, 2, 2, &[2]), &|w| {
+                w.waker = Flips {
+                    last_wakee: 3,
+                    wakee_flips: 9,
+                    wakee_flip_decay_ts: 1000 - 251,
+                };
+            }),
+            cpu: 2,
+            recent: -1,
+            counters: &[(SEARCH, 1), (SCANNED, 1), (FAST, 1)],
+            prop: None,
+            waker: Some(Flips {
+                last_wakee: 1,
+                wakee_flips: 5,
+                wakee_flip_decay_ts: 1000,
+            }),
         },
     ]
 }
@@ -884,42 +1071,38 @@ fn sis_hand_worked_cases() {
     let mut bpf = Bpf::load(&mut obj);
     let mut bad = vec![];
     for case in hand_cases() {
-        let mut w = case.w.clone();
-        w.sis_core = case.features & FEAT_SIS_CORE != 0;
+        let m = Machine::new(&case.desc);
+        let ids = llc_ids(&case.desc);
+        let model = sis_model::select_task_rq_fair(&m, &case.w, false);
+        bpf.set_topology(&case.desc);
+        let got = run_bpf(&mut bpf, &m, &ids, &case.w);
         let mut cnt = [0u64; STAT_NR];
         for &(s, v) in case.counters {
             cnt[s as usize] = v;
         }
-        let expected = BpfOut {
-            cpu: case.cpu as i32,
-            has_idle_cores: case.hint,
+        // the hand values; what a case does not state is taken from the model
+        let expected = Outcome {
+            cpu: case.cpu,
             recent: case.recent,
+            waker: case.waker.unwrap_or(model.waker),
+            has_idle_cores: model.has_idle_cores.clone(),
+            wake_avg_idle: case.prop.map_or(model.wake_avg_idle, |p| p.0),
+            wake_stamp: case.prop.map_or(model.wake_stamp, |p| p.1),
+            avg_scan_cost: case.prop.map_or(model.avg_scan_cost, |p| p.2),
             cnt,
         };
-        let m = Machine::new(&case.desc);
-        let model = model_as_bpf(&sis_model::select_idle_sibling(&m, &w));
-        bpf.set_topology(&case.desc);
-        let got = bpf.run(&w, case.features);
         if model != expected {
-            bad.push(format!(
-                "{}: {}",
-                case.what,
-                diff("hand", &expected, "model", &model)
-            ));
+            bad.push(format!("{}: {}", case.what, diff("hand", &expected, "model", &model)));
         }
-        if got != expected {
-            bad.push(format!(
-                "{}: {}",
-                case.what,
-                diff("hand", &expected, "bpf", &got)
-            ));
+        if got != model {
+            bad.push(format!("{}: {}", case.what, diff("model", &model, "bpf", &got)));
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
-/// The harness itself: bitmaps round-trip, and the program writes every
-/// output (the sentinels in run() are overwritten).
+/// The harness itself: bitmaps round-trip, the program writes every output
+/// and reads the per-CPU state of the waker's CPU only.
 #[test]
 fn sis_harness_bitmaps_and_outputs() {
     let m: Cpumask = [0, 1, 63, 64, 127, 128, 300, 511].into_iter().collect();
@@ -929,17 +1112,12 @@ fn sis_harness_bitmaps_and_outputs() {
     let mut bpf = Bpf::load(&mut obj);
     let desc = topo_high_ids();
     bpf.set_topology(&desc);
-    // CPU 511 is the only idle one of LLC 1 {127,128,300,511}: target 128
-    // scans 300, 511 (bit 511 = last bit of the last word)
-    let w = Wakeup {
-        sis_core: false,
-        ..wake(128, 128, &[511])
-    };
-    let got = bpf.run(&w, PATCHED & !FEAT_SIS_CORE);
+    // CPU 511 is the only idle one of LLC 1 {127,128,300,511}: 128 scans 300, 511
+    let w = base(&desc, PATCHED & !F_SIS_CORE, 128, 128, &[511]);
+    let mach = Machine::new(&desc);
+    let got = run_bpf(&mut bpf, &mach, &llc_ids(&desc), &w);
     assert_eq!(got.cpu, 511, "{got:?}");
     assert_eq!(got.cnt[DOM_SCANNED as usize], 2);
-    // target 128 busy: recent_used_cpu (-1) became prev 128
     assert_eq!(got.recent, 128);
-    let model = sis_model::select_idle_sibling(&Machine::new(&desc), &w);
-    assert_eq!(model_as_bpf(&model), got);
+    assert_eq!(got, sis_model::select_task_rq_fair(&mach, &w, false));
 }

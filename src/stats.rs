@@ -46,6 +46,7 @@ macro_rules! counters {
             steal: sis_stat_STAT_STEAL, "dispatches pulled from another LLC";
             kick: sis_stat_STAT_KICK, "idle CPUs kicked for queued work";
             kick_atomic: sis_stat_STAT_KICK_ATOMIC, "atomic writes to the kick-pending word";
+            kick_scanned: sis_stat_STAT_KICK_SCANNED, "CPUs tested by the enqueue path's search for an idle CPU to kick";
         }
     };
 }

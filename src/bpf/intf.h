@@ -28,6 +28,7 @@ enum sis_consts {
 	DEFAULT_INTERVAL_MS	= 20,
 	DEFAULT_SLICE_US	= 5000,
 	DEFAULT_IMBALANCE_PCT	= 117,
+	SMT_IMBALANCE_PCT	= 110,	/* sd_init(): SD_SHARE_CPUCAPACITY domains */
 	/* SIS_PROP (6.6 fair.c): sysctl_sched_migration_cost, the cap of avg_idle is 2x this */
 	SIS_PROP_MAX_IDLE_BALANCE_COST = 500000,
 	SIS_PROP_MIN_NR		= 4,
@@ -81,36 +82,43 @@ enum sis_stat {
 	STAT_STEAL,		/* dispatches pulled from another LLC */
 	STAT_KICK,		/* idle CPUs kicked */
 	STAT_KICK_ATOMIC,	/* atomic writes to the kick-pending word */
+	STAT_KICK_SCANNED,	/* CPUs probed by the enqueue path's search for a CPU to kick */
 	STAT_NR,
 };
 
 /*
  * Per-LLC shared context. nr_idle_scan and util_sum are written by the
  * loader (only when they change, as Mel Gorman asked for in seed 004's
- * review), has_idle_cores and avg_scan_cost by BPF. Cache-line aligned: it
- * is read on every wake-up.
+ * review), has_idle_cores by BPF. Cache-line aligned: it is read on every
+ * wake-up.
  */
 struct llc_ctx {
 	u64 nr_idle_scan;	/* SIS_UTIL depth, 0..weight */
 	u64 util_sum;		/* sum of the LLC's CPU util (0..1024 each) */
 	u64 weight;		/* CPUs in the LLC */
 	u64 has_idle_cores;	/* sd_llc_shared->has_idle_cores */
-	u64 avg_scan_cost;	/* SIS_PROP: this_sd->avg_scan_cost (ns) */
+	u64 __unused;		/* was avg_scan_cost: per CPU now (cpu_ctx) */
 	u64 updates;		/* loader writes of nr_idle_scan */
 	u64 __pad[2];
 } __attribute__((aligned(64)));
 
-/* Per-CPU state, written only on (or for) that CPU. */
+/*
+ * Per-CPU state, written only on (or for) that CPU. The SIS_PROP fields are
+ * the runqueue's (rq->avg_idle, ...) and this CPU's copy of its LLC domain
+ * (per_cpu(sd_llc)->avg_scan_cost): each CPU has its own sched_domain struct.
+ */
 struct cpu_ctx {
 	u64 idle_ns;		/* total time idle, ns (busy time = elapsed - this) */
-	u64 idle_start;		/* when it went idle, 0 while busy */
+	u64 idle_start;		/* when it went idle, 0 while busy (rq->idle_stamp) */
 	u64 avg_idle;		/* SIS_PROP: rq->avg_idle */
 	u64 wake_avg_idle;	/* SIS_PROP: rq->wake_avg_idle */
 	u64 wake_stamp;		/* SIS_PROP: rq->wake_stamp (jiffies) */
-	u64 util;		/* loader's PELT-like util (0..1024), for wake_affine_weight */
-	s32 last_pid;		/* last task that ran here (TTWU_QUEUE_DESCHED) */
+	u64 util;		/* loader's PELT-like util (0..1024): cpu_load() */
+	s32 last_pid;		/* last task that ran here */
 	u32 nr_queued;		/* tasks we inserted to its local DSQ not yet running */
-	u64 __pad;
+	u64 max_idle_balance_cost; /* SIS_PROP: rq->max_idle_balance_cost (ns) */
+	u64 avg_scan_cost;	/* SIS_PROP: per_cpu(sd_llc)->avg_scan_cost (ns) */
+	u64 __pad[6];
 } __attribute__((aligned(64)));
 
 /*
@@ -136,25 +144,40 @@ struct sis_topo {
 };
 
 /*
- * Argument of the host test program (SEC("syscall"), BPF_PROG_TEST_RUN):
- * one select_idle_sibling() call on a synthetic state. Inputs, then outputs.
+ * Argument of the host test program (SEC("syscall"), BPF_PROG_TEST_RUN): one
+ * select_task_rq_fair() wake-up on a synthetic state. The per-LLC and
+ * per-CPU state (llc_ctxs, cpu_ctxs: SIS_UTIL depth, has_idle_cores, SIS_PROP
+ * averages, loads) and the runqueue lengths are the test object's .bss,
+ * written by the test like the scheduler's are by the loader and BPF.
  */
 struct sis_test_args {
 	/* in */
 	u64 features;
 	s32 prev;
-	s32 target;
-	s32 recent;		/* recent_used_cpu, -1 none */
-	u32 has_idle_cores;	/* hint of target's LLC */
-	u32 depth;		/* nr of SIS_UTIL/SIS_PROP; ~0: unbounded */
-	u32 __pad;
+	s32 this_cpu;		/* the waker's CPU */
+	u32 sync;		/* WF_SYNC */
+	s32 recent;		/* p->recent_used_cpu, -1 none */
+	u32 wakee_id;		/* p, as current->last_wakee sees it */
+	u32 pcpu_kthread;	/* is_per_cpu_kthread(current) && in_task() */
+	s32 waker_last_wakee;	/* current->last_wakee */
+	u32 waker_flips;	/* current->wakee_flips */
+	u64 waker_decay_ts;	/* current->wakee_flip_decay_ts */
+	u32 wakee_flips;	/* p->wakee_flips */
+	u32 hz;
+	u64 jiffies;
+	u64 clock;		/* cpu_clock(this_cpu) at the first read */
+	u64 clock_step;		/* ... and how much it advances at each later read */
+	u64 waker_load;		/* task_h_load(current) */
+	u64 wakee_load;		/* task_h_load(p) */
+	u64 imbalance_pct;	/* of a non-SMT domain */
 	u64 idle[MAX_CPUS / 64];	/* idle CPUs */
 	u64 allowed[MAX_CPUS / 64];	/* p->cpus_ptr */
 	/* out */
 	s32 cpu;		/* chosen CPU */
-	u32 has_idle_cores_out;
 	s32 recent_out;		/* recent_used_cpu after the call */
-	u32 __pad_out;
+	s32 waker_last_wakee_out;
+	u32 waker_flips_out;
+	u64 waker_decay_ts_out;
 	u64 cnt[STAT_NR];
 };
 

@@ -15,6 +15,10 @@ UEI_DEFINE(uei);
 /* jiffies per second, for record_wakee()'s decay (250 on Debian, 1000 on defconfig) */
 extern const int CONFIG_HZ __kconfig __weak;
 
+#ifndef PF_KTHREAD
+#define PF_KTHREAD	0x00200000	/* include/linux/sched.h */
+#endif
+
 /* Set by the loader before load. */
 const volatile struct sis_topo topo;
 const volatile u64 slice_ns = DEFAULT_SLICE_US * NSEC_PER_USEC;
@@ -60,12 +64,13 @@ struct {
 } sis_scratch SEC(".maps");
 
 struct task_ctx {
-	s32 recent_used_cpu;	/* p->recent_used_cpu */
-	s32 last_wakee;		/* current->last_wakee, as a pid */
-	u32 wakee_flips;	/* p->wakee_flips */
+	struct sis_wake_state ws; /* recent_used_cpu, last_wakee, wakee_flips (fair.c) */
 	s32 vtime_llc;		/* the LLC clock p->scx.dsq_vtime is charged against */
-	u64 wakee_flip_decay_ts; /* jiffies */
+	u32 desched_wakeup;	/* sched_waking saw the seed 001 condition for this wake-up */
 	u64 exec_start;
+	u64 load_avg;		/* task_h_load(): PELT-like runnable average (see task_load_update) */
+	u64 runnable_at;	/* ops.runnable */
+	u64 quiescent_at;	/* ops.quiescent, 0: never slept */
 };
 
 struct {
@@ -105,13 +110,6 @@ static struct cpu_ctx *cpu_ctx(s32 cpu)
 	return &cpu_ctxs[cpu & (MAX_CPUS - 1)];
 }
 
-static struct llc_ctx *llc_ctx(s32 llc)
-{
-	if (llc < 0 || llc >= MAX_LLCS)
-		return NULL;
-	return &llc_ctxs[llc & (MAX_LLCS - 1)];
-}
-
 /* ---- the primitives sis.bpf.h runs on: sched_ext's idle tracking ---- */
 
 static __always_inline bool sis_idle(struct sis_ctx *c, s32 cpu)
@@ -129,10 +127,41 @@ static __always_inline bool sis_claim(struct sis_ctx *c, s32 cpu)
 }
 
 /*
+ * cpu_rq(cpu)->nr_running, read from the kernel's per-CPU runqueue (a
+ * typed per-CPU ksym: the same on 6.12 and 7.x). It counts the task
+ * running there and every sched_ext task queued on that rq, as the kernel's.
+ */
+
+static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu)
+{
+	struct rq *rq;
+
+	if (cpu < 0 || cpu >= topo.nr_cpu_ids)
+		return 0;
+	rq = bpf_per_cpu_ptr(&runqueues, cpu);
+	return rq ? rq->nr_running : 0;
+}
+
+static __always_inline u64 sis_jiffies(struct sis_ctx *c)
+{
+	return bpf_jiffies64();
+}
+
+/* cpu_clock(this_cpu) */
+static __always_inline u64 sis_clock(struct sis_ctx *c)
+{
+	return bpf_ktime_get_ns();
+}
+
+static __always_inline u32 sis_hz(void)
+{
+	return CONFIG_HZ > 0 ? CONFIG_HZ : 250;
+}
+
+/*
  * seed 002 (Tim Chen, "sched/balance: Skip unnecessary updates to idle load
  * balancer's flags", 2024): read a shared word before writing it and skip
- * the write when it would not change. Applied to every shared flag here.
- * Returns true when the write was skipped.
+ * the write when it would not change. Returns true when it was skipped.
  */
 static __always_inline bool skip_redundant_write(u64 feat, u64 cur, u64 want, s32 llc)
 {
@@ -142,224 +171,104 @@ static __always_inline bool skip_redundant_write(u64 feat, u64 cur, u64 want, s3
 	return true;
 }
 
-static __always_inline bool sis_test_idle_cores(struct sis_ctx *c, s32 llc)
-{
-	struct llc_ctx *lc = llc_ctx(llc);
-
-	return lc && READ_ONCE(lc->has_idle_cores);
-}
-
-static __always_inline void sis_set_idle_cores(struct sis_ctx *c, s32 llc, bool val)
-{
-	struct llc_ctx *lc = llc_ctx(llc);
-
-	if (!lc || skip_redundant_write(c->feat, READ_ONCE(lc->has_idle_cores), val, llc))
-		return;
-	WRITE_ONCE(lc->has_idle_cores, val);
-}
-
-/* update_avg() (fair.c): avg += (sample - avg) / 8 */
-static __always_inline void update_avg(u64 *avg, u64 sample)
-{
-	s64 diff = (s64)(sample - *avg);
-
-	*avg += diff / 8;
-}
-
-/*
- * SIS_PROP, the legacy depth removed in v6.7 (reproduced from v6.6's
- * select_idle_cpu): the scan is proportional to how long this CPU is idle
- * on average compared with what a scan costs:
- *   nr = span_weight * wake_avg_idle / (avg_scan_cost + 1), at least 4
- * wake_avg_idle halves for every jiffy since the last wake-up.
- */
-static s64 sis_prop_nr(struct sis_ctx *c, s32 llc)
-{
-	struct cpu_ctx *this = cpu_ctx(c->this_cpu);
-	struct llc_ctx *lc = llc_ctx(llc);
-	u64 now = bpf_jiffies64(), avg_cost, span_avg;
-	u32 i;
-
-	if (!this || !lc)
-		return SIS_INT_MAX;
-
-	if (this->wake_stamp < now) {
-		bpf_for(i, 0, 64) {
-			if (this->wake_stamp >= now || !this->wake_avg_idle)
-				break;
-			this->wake_stamp++;
-			this->wake_avg_idle >>= 1;
-		}
-		this->wake_stamp = now;
-	}
-
-	avg_cost = lc->avg_scan_cost + 1;
-	span_avg = lc->weight * this->wake_avg_idle;
-	if (span_avg > SIS_PROP_MIN_NR * avg_cost)
-		return span_avg / avg_cost;
-	return SIS_PROP_MIN_NR;
-}
-
-/* The depth of select_idle_cpu(): SIS_PROP first, SIS_UTIL last, as in v6.6. */
-static __always_inline s64 sis_depth_begin(struct sis_ctx *c, s32 target, bool has_idle_core)
-{
-	s32 llc = sis_cpu_llc(target);
-	struct llc_ctx *lc = llc_ctx(llc);
-	s64 nr = SIS_INT_MAX;
-
-	if (sis_feat(c, FEAT_SIS_PROP) && !has_idle_core) {
-		nr = sis_prop_nr(c, sis_cpu_llc(c->this_cpu));
-		c->depth_src = DEPTH_SIS_PROP;
-		c->scan_start = bpf_ktime_get_ns();
-	}
-	if (sis_feat(c, FEAT_SIS_UTIL) && lc) {
-		/* because !--nr is the condition to stop scan */
-		nr = READ_ONCE(lc->nr_idle_scan) + 1;
-		c->depth_src = DEPTH_SIS_UTIL;
-	}
-	return nr;
-}
-
-/* SIS_PROP: account the scan's cost against the average idle time. */
-static __always_inline void sis_depth_end(struct sis_ctx *c, bool has_idle_core)
-{
-	struct cpu_ctx *this = cpu_ctx(c->this_cpu);
-	struct llc_ctx *lc = llc_ctx(sis_cpu_llc(c->this_cpu));
-	u64 time;
-
-	if (!sis_feat(c, FEAT_SIS_PROP) || has_idle_core || !this || !lc)
-		return;
-	time = bpf_ktime_get_ns() - c->scan_start;
-	this->wake_avg_idle -= this->wake_avg_idle < time ? this->wake_avg_idle : time;
-	update_avg(&lc->avg_scan_cost, time);
-}
-
 #include "sis.bpf.h"
 
-/* ---- select_task_rq_fair and its helpers ---- */
+/* ---- the wake-up: select_cpu and the state it reads ---- */
+
+/* record_wakee() of each CPU's idle task: interrupt wake-ups from idle */
+struct sis_wake_state idle_wake_state[MAX_CPUS];
 
 /*
- * record_wakee() + wake_wide() (fair.c): a waker that flips between many
- * wakees, or a wakee woken by many, should not be pulled to the waker.
- * sched_ext does not keep p->wakee_flips for its tasks, so they live here.
+ * PELT's decay_load(): val * y^n, y^32 = 1/2, n in 1024 us periods.
+ * runnable_avg_yN_inv[i] = y^i * 2^32.
  */
-static bool wake_wide(struct task_struct *p, struct task_ctx *tctx, s32 llc_size)
+static const u32 yN_inv[32] = {
+	0xffffffff, 0xfa83b2db, 0xf5257d15, 0xefe4b99b, 0xeac0c6e7, 0xe5b906e7,
+	0xe0ccdeec, 0xdbfbb797, 0xd744fcca, 0xd2a81d91, 0xce248c15, 0xc9b9bd86,
+	0xc5672a11, 0xc12c4cca, 0xbd08a39f, 0xb8fbaf47, 0xb504f333, 0xb123f581,
+	0xad583eea, 0xa9a15ab4, 0xa5fed6a9, 0xa2704303, 0x9ef53260, 0x9b8d39b9,
+	0x9837f051, 0x94f4efa8, 0x91c3d373, 0x8ea4398b, 0x8b95c1e3, 0x88980e80,
+	0x85aac367, 0x82cd8698,
+};
+
+static __always_inline u64 decay_load(u64 val, u64 ns)
 {
-	struct task_struct *cur = bpf_get_current_task_btf();
-	struct task_ctx *wctx;
-	u32 master, slave, tmp;
-	u64 now = bpf_jiffies64();
+	u64 n = ns >> 20;	/* ~1024 us periods */
 
-	wctx = bpf_task_storage_get(&task_ctxs, cur, 0, 0);
-	if (!wctx)
-		return false;
-
-	/* record_wakee(): flips decay by half every second (HZ jiffies) */
-	if (now > wctx->wakee_flip_decay_ts + (CONFIG_HZ > 0 ? CONFIG_HZ : 250)) {
-		wctx->wakee_flips >>= 1;
-		wctx->wakee_flip_decay_ts = now;
-	}
-	if (wctx->last_wakee != p->pid) {
-		wctx->last_wakee = p->pid;
-		wctx->wakee_flips++;
-	}
-
-	master = wctx->wakee_flips;
-	slave = tctx->wakee_flips;
-	if (master < slave) {
-		tmp = master;
-		master = slave;
-		slave = tmp;
-	}
-	if (slave < llc_size || master < slave * llc_size)
-		return false;
-	return true;
+	if (n > 63 * 32)
+		return 0;
+	val >>= n / 32;
+	return (val * yN_inv[n % 32 & 31]) >> 32;
 }
 
 /*
- * wake_affine_idle() (fair.c) with seed 003 (Julia Lawall, "sched/fair:
- * check for idle core", 2020): after the interrupt and sync cases, an idle
- * prev_cpu wins, so a task does not migrate away from its idle cache.
- * Returns -1 for nr_cpumask_bits ("no opinion").
+ * The task's load for wake_affine_weight(): sched_ext keeps no se.avg for
+ * its tasks, so a PELT-like runnable average is kept here, updated when the
+ * task stops being runnable (ops.quiescent), as the kernel updates a
+ * blocked task's load at dequeue and task_h_load() reads it unchanged:
+ *   load = decay(load, slept) ; load = decay(load, runnable) + w * (1 - y^runnable)
+ * w = 1024 * weight / 100 (NICE_0 -> 1024). A new task starts at w
+ * (init_entity_runnable_average()).
  */
-static s32 wake_affine_idle(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync)
+static void task_load_update(struct task_ctx *tctx, const struct task_struct *p, u64 now)
 {
-	if (sis_idle(c, this_cpu) && sis_share_cache(this_cpu, prev))
-		return sis_idle(c, prev) ? prev : this_cpu;
+	u64 w = 1024ULL * p->scx.weight / 100, r;
 
-	/* "sync && cpu_rq(this_cpu)->nr_running == 1": only the waker runs here */
-	if (sync && !scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | this_cpu))
-		return this_cpu;
-
-	if (sis_feat(c, FEAT_WA_IDLE_PREV) && sis_idle(c, prev)) {
-		sis_inc(c, STAT_HIT_WA_IDLE_PREV);
-		return prev;
-	}
-	return -1;
+	if (tctx->quiescent_at && tctx->runnable_at > tctx->quiescent_at)
+		tctx->load_avg = decay_load(tctx->load_avg, tctx->runnable_at - tctx->quiescent_at);
+	r = tctx->runnable_at && now > tctx->runnable_at ? now - tctx->runnable_at : 0;
+	tctx->load_avg = decay_load(tctx->load_avg, r) + w - decay_load(w, r);
+	tctx->quiescent_at = now;
 }
 
-/*
- * wake_affine_weight() (fair.c), on the loader's per-CPU utilization:
- * sched_ext does not keep cpu_load()/task_h_load() for its tasks, so the
- * task's own load is not subtracted/added (documented approximation).
- *   this_eff = load(this) * 100 * cap(prev)
- *   prev_eff = load(prev) * (100 + (imbalance_pct - 100) / 2) * cap(this) (+1 if sync)
- */
-static s32 wake_affine_weight(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync)
+void BPF_STRUCT_OPS(sisutil_runnable, struct task_struct *p, u64 enq_flags)
 {
-	struct cpu_ctx *tc = cpu_ctx(this_cpu), *pc = cpu_ctx(prev);
-	u64 this_eff, prev_eff;
+	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
 
-	if (!tc || !pc)
-		return -1;
-	this_eff = READ_ONCE(tc->util) * 100;
-	prev_eff = READ_ONCE(pc->util) * (100 + (imbalance_pct - 100) / 2);
-	if (sync)
-		prev_eff += 1;
-	if (this_eff < prev_eff) {
-		sis_inc(c, STAT_HIT_WA_WEIGHT);
-		return this_cpu;
-	}
-	return -1;
+	if (tctx)
+		tctx->runnable_at = bpf_ktime_get_ns();
 }
 
-/* wake_affine() (fair.c): this_cpu if the checks say so, else prev. */
-static s32 wake_affine(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync)
+void BPF_STRUCT_OPS(sisutil_quiescent, struct task_struct *p, u64 deq_flags)
 {
-	s32 target = wake_affine_idle(c, this_cpu, prev, sync);
+	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
 
-	if (sis_feat(c, FEAT_WA_WEIGHT) && target < 0)
-		target = wake_affine_weight(c, this_cpu, prev, sync);
-	if (target != this_cpu)
-		return prev;
-	sis_inc(c, STAT_WAKE_AFFINE);
-	return this_cpu;
+	if (tctx)
+		task_load_update(tctx, p, bpf_ktime_get_ns());
 }
 
 /*
  * seed 001 (Mel Gorman, "sched/core: Offload wakee task activation if the
- * wakee is descheduling", 2020; ttwu_queue_cond()): the wakee was the last
- * task on prev, prev now runs its idle task and has nothing queued
- * ("nr_running <= 1" counted the wakee itself, which sched_ext has already
- * dequeued here): activate it there rather than search.
+ * wakee is descheduling", 2020) lives in try_to_wake_up(), before
+ * select_task_rq():
+ *   if (READ_ONCE(p->on_cpu) && ttwu_queue_wakelist(p, task_cpu(p), wake_flags | WF_ON_CPU))
+ * with ttwu_queue_cond(): cpu active, in p->cpus_ptr, shares cache with the
+ * waker (else the pre-seed cross-LLC rule), not the waker's CPU, and
+ * "(wake_flags & WF_ON_CPU) && cpu_rq(cpu)->nr_running <= 1" - the wakee,
+ * already dequeued, is not counted, so it is the later kernel's
+ * !nr_running. sched_ext on 6.12 never takes this path for its tasks (it
+ * waits for on_cpu and calls select_cpu), so the condition is evaluated at
+ * the same point of the same wake-up: the sched_waking tracepoint, which
+ * try_to_wake_up() fires just before it reads p->on_rq and p->on_cpu.
+ * select_cpu then places the task on that CPU without the search.
  */
-static bool ttwu_queue_desched(struct sis_ctx *c, struct task_struct *p, s32 prev)
+SEC("tp_btf/sched_waking")
+int BPF_PROG(sisutil_waking, struct task_struct *p)
 {
-	struct cpu_ctx *pc = cpu_ctx(prev);
-	struct task_struct *curr;
+	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+	s32 this_cpu, cpu;
+	u32 cond = 0;
 
-	if (!pc || !sis_allowed(c, prev) || READ_ONCE(pc->last_pid) != p->pid)
-		return false;
-	curr = __COMPAT_scx_bpf_cpu_curr(prev);
-	if (!curr || curr->pid != 0)
-		return false;
-	if (scx_bpf_dsq_nr_queued(SCX_DSQ_LOCAL_ON | prev))
-		return false;
-	/* it may already be in the idle mask: take it so nobody else does */
-	sis_claim(c, prev);
-	c->claimed = prev;
-	sis_inc(c, STAT_HIT_TTWU_QUEUE_DESCHED);
-	return true;
+	if (!tctx)
+		return 0;
+	if ((features() & FEAT_TTWU_QUEUE_DESCHED) && READ_ONCE(p->on_cpu) && !READ_ONCE(p->on_rq)) {
+		this_cpu = bpf_get_smp_processor_id();
+		cpu = p->thread_info.cpu;
+		cond = cpu != this_cpu && sis_share_cache(cpu, this_cpu) &&
+		       bpf_cpumask_test_cpu(cpu, p->cpus_ptr) && !sis_nr_running(NULL, cpu);
+	}
+	tctx->desched_wakeup = cond;
+	return 0;
 }
 
 static void copy_allowed(struct sis_ctx *c, const struct task_struct *p)
@@ -388,28 +297,34 @@ static void flush_counters(struct sis_ctx *c, s32 cpu)
 }
 
 /*
- * select_task_rq_fair() for a wake-up (WF_TTWU): want_affine, wake_affine,
- * then the fast path select_idle_sibling(p, prev, new_cpu).
+ * current's record_wakee() state: its task storage, created for tasks the
+ * scheduler does not manage; the idle task (interrupt wake-ups) has a
+ * per-CPU slot.
  */
-static s32 select_task_rq_fair(struct sis_ctx *c, struct task_struct *p, s32 prev, u64 wake_flags)
+static struct sis_wake_state *waker_state(struct task_struct *cur, s32 this_cpu, u64 *load)
 {
-	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
-	s32 this_cpu = c->this_cpu, new_cpu = prev, llc = sis_cpu_llc(this_cpu);
-	bool want_affine;
+	struct task_ctx init = { .ws = { .recent_used_cpu = -1, .last_wakee = -1 },
+				 .vtime_llc = -1 };
+	struct task_ctx *wctx;
 
-	if (!tctx || llc < 0 || sis_cpu_llc(prev) < 0)
-		return prev;
-
-	want_affine = !wake_wide(p, tctx, topo.llc_nr[llc & (MAX_LLCS - 1)]) &&
-		      sis_allowed(c, this_cpu);
-	if (want_affine && this_cpu != prev)
-		new_cpu = wake_affine(c, this_cpu, prev, wake_flags & SCX_WAKE_SYNC);
-
-	return select_idle_sibling(c, prev, new_cpu, &tctx->recent_used_cpu);
+	*load = 0;
+	if (!cur->pid) {
+		if (this_cpu < 0 || this_cpu >= MAX_CPUS)
+			return NULL;
+		return &idle_wake_state[this_cpu & (MAX_CPUS - 1)];
+	}
+	wctx = bpf_task_storage_get(&task_ctxs, cur, &init, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!wctx)
+		return NULL;
+	*load = wctx->load_avg;
+	return &wctx->ws;
 }
 
 s32 BPF_STRUCT_OPS(sisutil_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct sis_wake_state *waker;
+	struct task_ctx *tctx;
 	struct sis_ctx *c;
 	u32 zero = 0;
 	s32 cpu;
@@ -425,20 +340,34 @@ s32 BPF_STRUCT_OPS(sisutil_select_cpu, struct task_struct *p, s32 prev_cpu, u64 
 	}
 
 	c = bpf_map_lookup_elem(&sis_scratch, &zero);
-	if (!c)
+	tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+	if (!c || !tctx)
 		return prev_cpu;
 	c->feat = features();
 	c->this_cpu = bpf_get_smp_processor_id();
 	c->prev = prev_cpu;
 	c->claimed = -1;
 	c->depth_src = DEPTH_NONE;
+	c->wakee_id = p->pid;
+	c->wakee_load = tctx->load_avg;
+	/* is_per_cpu_kthread(current); in_task() is taken as true (DESIGN.md) */
+	c->pcpu_kthread = (cur->flags & PF_KTHREAD) && cur->nr_cpus_allowed == 1;
 	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
 	copy_allowed(c, p);
 
-	if (sis_feat(c, FEAT_TTWU_QUEUE_DESCHED) && ttwu_queue_desched(c, p, prev_cpu))
+	if (tctx->desched_wakeup && sis_feat(c, FEAT_TTWU_QUEUE_DESCHED)) {
+		/* the activation happens on prev: no select_task_rq() at all */
+		tctx->desched_wakeup = 0;
+		sis_inc(c, STAT_HIT_TTWU_QUEUE_DESCHED);
 		cpu = prev_cpu;
-	else
-		cpu = select_task_rq_fair(c, p, prev_cpu, wake_flags);
+		if (sis_claim(c, cpu))
+			c->claimed = cpu;
+	} else {
+		waker = waker_state(cur, c->this_cpu, &c->waker_load);
+		if (!waker)
+			return prev_cpu;
+		cpu = select_task_rq_fair(c, waker, &tctx->ws, prev_cpu, wake_flags & SCX_WAKE_SYNC);
+	}
 
 	if (c->claimed >= 0 && c->claimed == cpu) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
@@ -456,18 +385,25 @@ static bool kick_test(s32 cpu)
 }
 
 /*
- * Ask an idle CPU of @llc to come and take the work just queued there.
- * seed 002: the kick-pending word is shared by all wakers; with
- * KICK_SKIP_REDUNDANT it is read before the atomic OR and nothing is done
- * when the CPU is already asked, and the candidate is searched from
- * this_cpu + 1 (for_each_cpu_wrap) so wakers do not all pick the first one.
+ * Ask an idle CPU of @llc to come and take the work just queued there, as
+ * kick_ilb() asks the idle load balancer:
+ *   flags = atomic_fetch_or(flags, nohz_flags(ilb_cpu));
+ *   if (flags & NOHZ_KICK_MASK) return;       already asked: no second IPI
+ *   smp_call_function_single_async(ilb_cpu, ...);
+ * seed 002 adds only the read before the atomic ("if ((atomic_read(
+ * nohz_flags(ilb_cpu)) & flags) == flags) return;") and, from its review,
+ * the search for the candidate from this_cpu + 1 (for_each_cpu_wrap) so
+ * wakers do not all pick the first one. Every CPU the search tests is
+ * counted (KICK_SCANNED).
  */
 static bool kick_idle_cpu(s32 llc, const struct task_struct *p, u64 feat)
 {
 	s32 this_cpu = bpf_get_smp_processor_id();
-	u32 i, start, nr, first = 0;
+	u32 i, start, nr, first = 0, probed = 0;
 	const struct cpumask *idle;
 	s32 cpu = -1;
+	u64 bit, old;
+	u64 *word;
 
 	if (llc < 0 || llc >= MAX_LLCS)
 		return false;
@@ -485,19 +421,30 @@ static bool kick_idle_cpu(s32 llc, const struct task_struct *p, u64 feat)
 			idx -= nr;
 		idx += start;
 		cand = topo.llc_cpus[idx & (MAX_CPUS - 1)];
+		probed++;
 		if (bpf_cpumask_test_cpu(cand, idle) && bpf_cpumask_test_cpu(cand, p->cpus_ptr)) {
 			cpu = cand;
 			break;
 		}
 	}
 	scx_bpf_put_idle_cpumask(idle);
+	{
+		struct sis_counters *sc = llc_counters(llc);
+
+		if (sc)
+			sc->cnt[STAT_KICK_SCANNED] += probed;
+	}
 	if (cpu < 0)
 		return false;
 
 	if (skip_redundant_write(feat, kick_test(cpu), true, llc))
 		return true;
-	__sync_fetch_and_or(&kick_pending[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)], 1ULL << ((u32)cpu % 64));
+	bit = 1ULL << ((u32)cpu % 64);
+	word = &kick_pending[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)];
+	old = __sync_fetch_and_or(word, bit);
 	stat_inc(llc, STAT_KICK_ATOMIC);
+	if (old & bit)
+		return true;
 	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 	stat_inc(llc, STAT_KICK);
 	return true;
@@ -693,28 +640,25 @@ void BPF_STRUCT_OPS(sisutil_stopping, struct task_struct *p, bool runnable)
 /*
  * Idle transitions: per-CPU busy time for the loader's utilization
  * (busy = elapsed - idle_ns, whatever ran: any class, IRQs), SIS_PROP's
- * avg_idle, and the has_idle_cores hint (__update_idle_core()).
+ * avg_idle (ttwu_do_activate()), and the has_idle_cores hint
+ * (__update_idle_core(), from the scheduler's own idle_start: on 6.12
+ * update_idle runs before the builtin idle masks change).
  */
 void BPF_STRUCT_OPS(sisutil_update_idle, s32 cpu, bool idle)
 {
 	struct cpu_ctx *cc = cpu_ctx(cpu);
 	u64 now = bpf_ktime_get_ns(), delta;
-	s32 llc = sis_cpu_llc(cpu);
 
 	if (!cc)
 		return;
 	if (idle) {
+		struct sis_ctx c = { .feat = features() };
+
 		if (!cc->idle_start)
 			WRITE_ONCE(cc->idle_start, now);
-		if (topo.smt && (features() & FEAT_SIS_CORE)) {
-			const struct cpumask *smt = scx_bpf_get_idle_smtmask();
-			struct sis_ctx c = { .feat = features() };
-
-			/* the whole core is idle now */
-			if (bpf_cpumask_test_cpu(cpu, smt))
-				sis_set_idle_cores(&c, llc, true);
-			scx_bpf_put_idle_cpumask(smt);
-		}
+		update_idle_core(&c, cpu);
+		if (c.cnt[STAT_HIT_KICK_SKIP_REDUNDANT])
+			stat_inc(sis_cpu_llc(cpu), STAT_HIT_KICK_SKIP_REDUNDANT);
 		return;
 	}
 	if (!cc->idle_start)
@@ -722,11 +666,7 @@ void BPF_STRUCT_OPS(sisutil_update_idle, s32 cpu, bool idle)
 	delta = now - cc->idle_start;
 	WRITE_ONCE(cc->idle_ns, cc->idle_ns + delta);
 	WRITE_ONCE(cc->idle_start, 0);
-	/* ttwu_do_activate(): rq->avg_idle, capped at 2 * max_idle_balance_cost */
-	update_avg(&cc->avg_idle, delta);
-	if (cc->avg_idle > 2 * SIS_PROP_MAX_IDLE_BALANCE_COST)
-		cc->avg_idle = 2 * SIS_PROP_MAX_IDLE_BALANCE_COST;
-	cc->wake_avg_idle = cc->avg_idle / 2;
+	sis_prop_idle_exit(cc, delta, bpf_jiffies64());
 }
 
 void BPF_STRUCT_OPS(sisutil_enable, struct task_struct *p)
@@ -747,8 +687,9 @@ s32 BPF_STRUCT_OPS(sisutil_init_task, struct task_struct *p, struct scx_init_tas
 	tctx = bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!tctx)
 		return -ENOMEM;
-	tctx->recent_used_cpu = -1;
-	tctx->last_wakee = -1;
+	tctx->ws.recent_used_cpu = -1;
+	tctx->ws.last_wakee = -1;
+	tctx->load_avg = 1024ULL * p->scx.weight / 100;
 	tctx->vtime_llc = -1;
 	return 0;
 }
@@ -761,6 +702,17 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(sisutil_init)
 	if (!topo.nr_llcs || topo.nr_llcs > MAX_LLCS) {
 		scx_bpf_error("bad topology: %u LLCs", topo.nr_llcs);
 		return -EINVAL;
+	}
+	/* sched_init(): avg_idle = 2 * migration cost, wake_avg_idle = avg_idle */
+	bpf_for(l, 0, MAX_CPUS) {
+		struct cpu_ctx *cc = cpu_ctx(l);
+
+		if (l >= topo.nr_cpu_ids || !cc)
+			break;
+		cc->max_idle_balance_cost = SIS_PROP_MAX_IDLE_BALANCE_COST;
+		cc->avg_idle = 2 * SIS_PROP_MAX_IDLE_BALANCE_COST;
+		cc->wake_avg_idle = cc->avg_idle;
+		cc->wake_stamp = bpf_jiffies64();
 	}
 	bpf_for(l, 0, topo.nr_llcs) {
 		ret = scx_bpf_create_dsq(l, -1);
@@ -784,6 +736,8 @@ SCX_OPS_DEFINE(sisutil_ops,
 	       .running		= (void *)sisutil_running,
 	       .stopping	= (void *)sisutil_stopping,
 	       .update_idle	= (void *)sisutil_update_idle,
+	       .runnable	= (void *)sisutil_runnable,
+	       .quiescent	= (void *)sisutil_quiescent,
 	       .enable		= (void *)sisutil_enable,
 	       .init_task	= (void *)sisutil_init_task,
 	       .init		= (void *)sisutil_init,

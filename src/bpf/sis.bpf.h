@@ -1,29 +1,52 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The CFS wake-up placement, step by step, as plain functions over a
- * topology (struct sis_topo) and a few primitives that the including object
- * supplies. main.bpf.c backs them with sched_ext's idle cpumasks; the host
- * test object (sis_test.bpf.c) backs them with a synthetic idle mask, so the
- * same code runs through the real verifier on a kernel without sched_ext and
- * is compared with a reference model (src/sis_model.rs).
+ * The CFS wake-up placement, step by step, as kernel/sched/fair.c does it
+ * (v6.12; SIS_PROP from v6.6), one function per step, top to bottom:
  *
- * Order, top to bottom, as kernel/sched/fair.c (v6.12):
- *   select_task_rq_fair -> wake_affine -> wake_affine_idle / _weight
- *   -> select_idle_sibling -> select_idle_smt / select_idle_cpu
- *   -> select_idle_core / __select_idle_cpu
+ *   select_task_rq_fair
+ *     record_wakee, wake_wide
+ *     wake_affine -> wake_affine_idle [WA_IDLE_PREV], wake_affine_weight [WA_WEIGHT]
+ *     select_idle_sibling
+ *       target / prev / per-CPU kthread / recent_used_cpu
+ *       select_idle_smt [SIS_CORE]
+ *       select_idle_cpu: depth sis_prop_nr [SIS_PROP] then SIS_UTIL's nr_idle_scan
+ *         select_idle_core [SIS_CORE] / __select_idle_cpu
+ *   update_idle_core (the has_idle_cores hint, from the idle transitions)
  *
- * The includer defines, before including this file:
- *   struct sis_topo topo             the topology (rodata in the scheduler)
- *   bool sis_idle(c, cpu)            available_idle_cpu(): a read, no claim
- *   bool sis_claim(c, cpu)           take an idle CPU (test_and_clear)
- *   bool sis_test_idle_cores(c, llc) / void sis_set_idle_cores(c, llc, v)
- *   s64  sis_depth_begin(c, target, has_idle_core)   nr for select_idle_cpu
- *   void sis_depth_end(c, has_idle_core)             SIS_PROP cost accounting
+ * Everything kernel-specific comes from the includer, which defines, before
+ * including this file:
+ *   struct sis_topo topo                 the topology
+ *   struct llc_ctx llc_ctxs[MAX_LLCS]    per-LLC state (nr_idle_scan, has_idle_cores)
+ *   struct cpu_ctx cpu_ctxs[MAX_CPUS]    per-CPU state (idle_start, SIS_PROP, util)
+ *   u64 imbalance_pct                    of the domains above SMT (117)
+ *   bool sis_idle(c, cpu)                available_idle_cpu(): a read, no claim
+ *   bool sis_claim(c, cpu)               take an idle CPU (test_and_clear)
+ *   u32  sis_nr_running(c, cpu)          cpu_rq(cpu)->nr_running
+ *   u64  sis_jiffies(c), sis_clock(c)    jiffies, cpu_clock(this_cpu)
+ *   u32  sis_hz()                        HZ
+ * and fills struct sis_ctx (sis_ctx.bpf.h) with the waker's CPU, p's
+ * cpus_ptr, the two tasks' loads and whether current is a per-CPU kthread.
+ * main.bpf.c backs them with sched_ext, sis_test.bpf.c with synthetic state:
+ * the host test runs this very code.
  */
 #ifndef __SIS_BPF_H
 #define __SIS_BPF_H
 
 #include "sis_ctx.bpf.h"
+
+static __always_inline struct cpu_ctx *sis_cpu_ctx(s32 cpu)
+{
+	if (cpu < 0 || cpu >= MAX_CPUS)
+		return NULL;
+	return &cpu_ctxs[cpu & (MAX_CPUS - 1)];
+}
+
+static __always_inline struct llc_ctx *sis_llc_ctx(s32 llc)
+{
+	if (llc < 0 || llc >= MAX_LLCS)
+		return NULL;
+	return &llc_ctxs[llc & (MAX_LLCS - 1)];
+}
 
 /* Take an idle CPU (scx_bpf_test_and_clear_cpu_idle) and remember it. */
 static __always_inline bool sis_take(struct sis_ctx *c, s32 cpu)
@@ -39,9 +62,10 @@ static __always_inline bool sis_take(struct sis_ctx *c, s32 cpu)
  * the fast checks of target, prev and recent_used_cpu are ONE scan,
  * counted once at entry of select_idle_sibling() (a hit there is 100%
  * efficiency), and the domain search starts after them, before the SMT
- * sibling check. Every CPU probed from then on (select_idle_smt,
- * select_idle_core's threads, __select_idle_cpu) is one scanned runqueue
- * and one domain-scanned runqueue, so domain_scanned == scanned - search.
+ * sibling check. Every CPU visited from then on (each CPU of
+ * select_idle_smt()'s loop, select_idle_core()'s threads,
+ * __select_idle_cpu()) is one scanned runqueue and one domain-scanned
+ * runqueue, so domain_scanned == scanned - search.
  */
 
 /* A fast-path check (target, prev, recent): already counted as one scan. */
@@ -50,18 +74,18 @@ static __always_inline bool sis_fast_claim(struct sis_ctx *c, s32 cpu)
 	return sis_idle(c, cpu) && sis_take(c, cpu);
 }
 
-/* A CPU probed by the domain search: scanned and domain-scanned. */
-static __always_inline bool sis_probe(struct sis_ctx *c, s32 cpu)
+/* A CPU visited by the domain search: scanned and domain-scanned. */
+static __always_inline void sis_count_scan(struct sis_ctx *c)
 {
 	sis_inc(c, STAT_SCANNED);
 	sis_inc(c, STAT_DOMAIN_SCANNED);
-	return sis_idle(c, cpu);
 }
 
-/* Probe in the domain search and, when idle, claim it. */
-static __always_inline bool sis_probe_claim(struct sis_ctx *c, s32 cpu)
+/* Probe in the domain search: counted, then available_idle_cpu(). */
+static __always_inline bool sis_probe(struct sis_ctx *c, s32 cpu)
 {
-	return sis_probe(c, cpu) && sis_take(c, cpu);
+	sis_count_scan(c);
+	return sis_idle(c, cpu);
 }
 
 static __always_inline void mask_set(u64 *mask, s32 cpu)
@@ -86,6 +110,85 @@ static __always_inline u32 smt_row(s32 cpu)
 	return row & (MAX_CPUS - 1);
 }
 
+static __always_inline u32 smt_nr(s32 cpu)
+{
+	u32 nr = topo.cpu_nr_smt[cpu & (MAX_CPUS - 1)];
+
+	return nr > MAX_SMT ? MAX_SMT : nr;
+}
+
+/* Are @a and @b threads of one core (a domain with SD_SHARE_CPUCAPACITY)? */
+static bool sis_smt_siblings(s32 a, s32 b)
+{
+	u32 i, nr;
+
+	if (a < 0 || a >= MAX_CPUS)
+		return false;
+	nr = smt_nr(a);
+	bpf_for(i, 0, nr) {
+		if (topo.cpu_smt[smt_row(a)][i & (MAX_SMT - 1)] == b)
+			return true;
+	}
+	return false;
+}
+
+/* ---- has_idle_cores: test_idle_cores / set_idle_cores / __update_idle_core ---- */
+
+static __always_inline bool test_idle_cores(struct sis_ctx *c, s32 llc)
+{
+	struct llc_ctx *lc = sis_llc_ctx(llc);
+
+	return lc && READ_ONCE(lc->has_idle_cores);
+}
+
+/*
+ * set_idle_cores(). With KICK_SKIP_REDUNDANT (seed 002, Tim Chen, "sched/
+ * balance: Skip unnecessary updates to idle load balancer's flags") the
+ * shared word is read first and not written when it would not change.
+ */
+static __always_inline void set_idle_cores(struct sis_ctx *c, s32 llc, bool val)
+{
+	struct llc_ctx *lc = sis_llc_ctx(llc);
+
+	if (!lc)
+		return;
+	if (sis_feat(c, FEAT_KICK_SKIP_REDUNDANT) && READ_ONCE(lc->has_idle_cores) == val) {
+		sis_inc(c, STAT_HIT_KICK_SKIP_REDUNDANT);
+		return;
+	}
+	WRITE_ONCE(lc->has_idle_cores, val);
+}
+
+/*
+ * __update_idle_core() (fair.c), run when @cpu goes idle: if every other
+ * thread of its core is idle too, the LLC has an idle core. "Idle" is the
+ * scheduler's own view (cpu_ctx idle_start, kept by ops.update_idle), so
+ * the hint does not depend on when sched_ext updates its idle masks.
+ */
+static __attribute__((unused)) void update_idle_core(struct sis_ctx *c, s32 cpu)
+{
+	struct cpu_ctx *sc;
+	u32 i, nr;
+	s32 sib;
+
+	if (cpu < 0 || cpu >= MAX_CPUS || !topo.smt || !sis_feat(c, FEAT_SIS_CORE))
+		return;
+	if (test_idle_cores(c, sis_cpu_llc(cpu)))
+		return;
+	nr = smt_nr(cpu);
+	bpf_for(i, 0, nr) {
+		sib = topo.cpu_smt[smt_row(cpu)][i & (MAX_SMT - 1)];
+		if (sib == cpu)
+			continue;
+		sc = sis_cpu_ctx(sib);
+		if (!sc || !READ_ONCE(sc->idle_start))
+			return;
+	}
+	set_idle_cores(c, sis_cpu_llc(cpu), true);
+}
+
+/* ---- select_idle_sibling() and below ---- */
+
 /*
  * select_idle_core() (fair.c): is every thread of @core's SMT mask idle?
  * On the way, remember the first idle allowed thread in *idle_cpu, as the
@@ -99,9 +202,7 @@ static s32 select_idle_core(struct sis_ctx *c, s32 core, s32 *idle_cpu, u64 *rem
 
 	if (core < 0 || core >= MAX_CPUS)
 		return -1;
-	nr = topo.cpu_nr_smt[core & (MAX_CPUS - 1)];
-	if (nr > MAX_SMT)
-		nr = MAX_SMT;
+	nr = smt_nr(core);
 
 	bpf_for(i, 0, nr) {
 		s32 cpu = topo.cpu_smt[smt_row(core)][i & (MAX_SMT - 1)];
@@ -127,7 +228,10 @@ static s32 select_idle_core(struct sis_ctx *c, s32 core, s32 *idle_cpu, u64 *rem
 
 /*
  * select_idle_smt() (fair.c): the LLC has no idle core, so try an idle
- * sibling of @target (prev) before scanning the domain.
+ * sibling of @target (prev) before scanning the domain:
+ *   for_each_cpu_and(cpu, cpu_smt_mask(target), p->cpus_ptr)
+ * Every CPU of that loop is counted, at the top of the loop body, as the
+ * schedstat patch counts (target itself included).
  */
 static s32 select_idle_smt(struct sis_ctx *c, s32 target)
 {
@@ -135,26 +239,107 @@ static s32 select_idle_smt(struct sis_ctx *c, s32 target)
 
 	if (target < 0 || target >= MAX_CPUS)
 		return -1;
-	nr = topo.cpu_nr_smt[target & (MAX_CPUS - 1)];
-	if (nr > MAX_SMT)
-		nr = MAX_SMT;
+	nr = smt_nr(target);
 
 	bpf_for(i, 0, nr) {
 		s32 cpu = topo.cpu_smt[smt_row(target)][i & (MAX_SMT - 1)];
 
-		if (cpu == target || !sis_allowed(c, cpu) || !sis_share_cache(cpu, target))
+		if (!sis_allowed(c, cpu))
 			continue;
-		if (sis_probe_claim(c, cpu))
+		sis_count_scan(c);
+		if (cpu == target)
+			continue;
+		/* isolcpus: a sibling may be outside the LLC domain */
+		if (!sis_share_cache(cpu, target))
+			continue;
+		if (sis_idle(c, cpu) && sis_take(c, cpu))
 			return cpu;
 	}
 	return -1;
 }
 
+/* update_avg() (fair.c): avg += (sample - avg) / 8 */
+static __always_inline void update_avg(u64 *avg, u64 sample)
+{
+	s64 diff = (s64)(sample - *avg);
+
+	*avg += diff / 8;
+}
+
+/*
+ * SIS_PROP (v6.6 select_idle_cpu(), removed in v6.7): scan in proportion
+ * to how long this CPU expects to stay idle, against what a scan costs:
+ *   if (this_rq->wake_stamp < now)       age the prediction: each jiffy
+ *     while (wake_stamp < now && wake_avg_idle) { wake_stamp++; wake_avg_idle >>= 1; }
+ *   span_avg = sd->span_weight * wake_avg_idle
+ *   nr = span_avg > 4 * avg_cost ? span_avg / avg_cost : 4,  avg_cost = avg_scan_cost + 1
+ * wake_stamp is not set to now after the loop (it is refreshed when the CPU
+ * leaves idle, sis_prop_idle_exit()). avg_scan_cost is this CPU's sd_llc's.
+ */
+static s64 sis_prop_nr(struct sis_ctx *c, s32 llc)
+{
+	struct cpu_ctx *this = sis_cpu_ctx(c->this_cpu);
+	u64 now = sis_jiffies(c), avg_cost, span_avg;
+	u32 i;
+
+	if (!this || sis_cpu_llc(c->this_cpu) < 0 || llc < 0 || llc >= MAX_LLCS)
+		return -1;	/* !this_sd */
+
+	if (this->wake_stamp < now) {
+		/* a u64 is 0 after 64 halvings: the bound ends nothing early */
+		bpf_for(i, 0, 65) {
+			if (this->wake_stamp >= now || !this->wake_avg_idle)
+				break;
+			this->wake_stamp++;
+			this->wake_avg_idle >>= 1;
+		}
+	}
+
+	avg_cost = this->avg_scan_cost + 1;
+	span_avg = (u64)topo.llc_nr[llc & (MAX_LLCS - 1)] * this->wake_avg_idle;
+	if (span_avg > SIS_PROP_MIN_NR * avg_cost)
+		return span_avg / avg_cost;
+	return SIS_PROP_MIN_NR;
+}
+
+/*
+ * SIS_PROP's accounting after a scan that was not cut by !--nr: "Account
+ * for the scan cost of wakeups against the average idle time."
+ *   wake_avg_idle -= min(wake_avg_idle, time); update_avg(&avg_scan_cost, time)
+ */
+static void sis_prop_account(struct sis_ctx *c)
+{
+	struct cpu_ctx *this = sis_cpu_ctx(c->this_cpu);
+	u64 time;
+
+	if (!this)
+		return;
+	time = sis_clock(c) - c->scan_start;
+	this->wake_avg_idle -= this->wake_avg_idle < time ? this->wake_avg_idle : time;
+	update_avg(&this->avg_scan_cost, time);
+}
+
+/*
+ * ttwu_do_activate() (v6.6) when the CPU leaves idle (rq->idle_stamp set):
+ *   update_avg(&avg_idle, now - idle_stamp); avg_idle <= 2 * max_idle_balance_cost
+ *   wake_stamp = jiffies; wake_avg_idle = avg_idle / 2
+ */
+static __attribute__((unused)) void sis_prop_idle_exit(struct cpu_ctx *cc, u64 idle_delta, u64 jiffies)
+{
+	u64 max = 2 * cc->max_idle_balance_cost;
+
+	update_avg(&cc->avg_idle, idle_delta);
+	if (cc->avg_idle > max)
+		cc->avg_idle = max;
+	cc->wake_stamp = jiffies;
+	cc->wake_avg_idle = cc->avg_idle / 2;
+}
+
 /*
  * select_idle_cpu() (fair.c): scan the LLC of @target for an idle CPU,
- * wrapping from target + 1 (for_each_cpu_wrap), at most nr - 1 CPUs:
+ * wrapping from target + 1 (for_each_cpu_wrap):
+ *   SIS_PROP  nr = sis_prop_nr() (not with an idle core expected)
  *   SIS_UTIL  nr = sd_llc_shared->nr_idle_scan + 1; nr == 1 -> no scan at all
- *   SIS_PROP  nr = max(4, span_weight * wake_avg_idle / (avg_scan_cost + 1))
  *   neither   nr = INT_MAX
  * "because !--nr is the condition to stop scan" (seed 004). With an idle
  * core expected the scan looks for whole cores and is not bounded by nr.
@@ -163,22 +348,36 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 {
 	u64 removed[MAX_CPUS / 64] = {};
 	s32 llc = sis_cpu_llc(target), idle_cpu = -1;
+	struct llc_ctx *lc = sis_llc_ctx(llc);
+	bool prop = false;
 	u32 i, start, nr_cpus, pos;
-	s64 nr;
+	s64 nr = SIS_INT_MAX;
 
-	if (llc < 0 || llc >= MAX_LLCS)
+	if (!lc)
 		return -1;
 
 	if (has_idle_core)
 		sis_inc(c, STAT_CORE_SEARCH);
 
 	c->depth_src = DEPTH_NONE;
-	nr = sis_depth_begin(c, target, has_idle_core);
-	if (nr == 1) {
-		/* "overloaded LLC is unlikely to have idle cpu/core" */
-		sis_inc(c, STAT_SCAN_SKIPPED);
-		sis_inc(c, STAT_HIT_SIS_UTIL);
-		return -1;
+	if (sis_feat(c, FEAT_SIS_PROP) && !has_idle_core) {
+		nr = sis_prop_nr(c, llc);
+		if (nr < 0)
+			return -1;
+		prop = true;
+		c->depth_src = DEPTH_SIS_PROP;
+		c->scan_start = sis_clock(c);
+	}
+	if (sis_feat(c, FEAT_SIS_UTIL)) {
+		/* because !--nr is the condition to stop scan */
+		nr = READ_ONCE(lc->nr_idle_scan) + 1;
+		c->depth_src = DEPTH_SIS_UTIL;
+		if (nr == 1) {
+			/* "overloaded LLC is unlikely to have idle cpu/core" */
+			sis_inc(c, STAT_SCAN_SKIPPED);
+			sis_inc(c, STAT_HIT_SIS_UTIL);
+			return -1;
+		}
 	}
 
 	start = topo.llc_start[llc & (MAX_LLCS - 1)];
@@ -213,7 +412,7 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 				return -1;
 			}
 			/* __select_idle_cpu() */
-			if (sis_probe_claim(c, cpu)) {
+			if (sis_probe(c, cpu) && sis_take(c, cpu)) {
 				idle_cpu = cpu;
 				break;
 			}
@@ -222,20 +421,21 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 
 	if (has_idle_core) {
 		sis_inc(c, STAT_CORE_FAILED);
-		sis_set_idle_cores(c, llc, false);
+		set_idle_cores(c, llc, false);
 		/* the fallback thread found on the way still has to be taken */
 		if (idle_cpu >= 0 && !sis_take(c, idle_cpu))
 			idle_cpu = -1;
 	}
 
-	sis_depth_end(c, has_idle_core);
+	if (prop)
+		sis_prop_account(c);
 	return idle_cpu;
 }
 
 /*
- * select_idle_sibling() (fair.c): the fast checks (target, prev,
- * recent_used_cpu), the SMT sibling of prev, then the LLC scan.
- * @recent_used_cpu points to the task's p->recent_used_cpu.
+ * select_idle_sibling() (fair.c): the fast checks (target, prev, the
+ * per-CPU kthread stacking, recent_used_cpu), the SMT sibling of prev,
+ * then the LLC scan. @recent_used_cpu points to p->recent_used_cpu.
  */
 static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *recent_used_cpu)
 {
@@ -261,6 +461,19 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 		return prev;
 	}
 
+	/*
+	 * "Allow a per-cpu kthread to stack with the wakee if the kworker
+	 * thread and the tasks previous CPUs are the same. [...] An obvious
+	 * example of this pattern is IO completions."
+	 *   is_per_cpu_kthread(current) && in_task() && prev == smp_processor_id()
+	 *   && this_rq()->nr_running <= 1
+	 */
+	if (c->pcpu_kthread && prev == c->this_cpu &&
+	    sis_nr_running(c, c->this_cpu) <= 1 && sis_allowed(c, prev)) {
+		sis_inc(c, STAT_FAST);
+		return prev;
+	}
+
 	/* "Check a recently used CPU as a potential idle candidate" */
 	recent = *recent_used_cpu;
 	*recent_used_cpu = prev;
@@ -281,7 +494,7 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 
 	/* sched_smt_active(): SIS_CORE off behaves as a kernel without SMT */
 	if (topo.smt && sis_feat(c, FEAT_SIS_CORE)) {
-		has_idle_core = sis_test_idle_cores(c, llc);
+		has_idle_core = test_idle_cores(c, llc);
 		if (!has_idle_core && sis_share_cache(prev, target)) {
 			i = select_idle_smt(c, prev);
 			if (i >= 0) {
@@ -297,6 +510,165 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 
 	sis_inc(c, STAT_FAILED);
 	return target;
+}
+
+/* ---- select_task_rq_fair() and the wake_affine steps ---- */
+
+/*
+ * record_wakee() (fair.c), on current (the waker): "Only decay a single
+ * time; tasks that have less then 1 wakeup per jiffy will not have built up
+ * many flips."
+ */
+static void record_wakee(struct sis_ctx *c, struct sis_wake_state *waker)
+{
+	u64 now = sis_jiffies(c);
+
+	/* time_after(jiffies, current->wakee_flip_decay_ts + HZ) */
+	if ((s64)(waker->wakee_flip_decay_ts + sis_hz() - now) < 0) {
+		waker->wakee_flips >>= 1;
+		waker->wakee_flip_decay_ts = now;
+	}
+	if (waker->last_wakee != c->wakee_id) {
+		waker->last_wakee = c->wakee_id;
+		waker->wakee_flips++;
+	}
+}
+
+/*
+ * wake_wide() (fair.c): a waker that flips between many wakees, or a wakee
+ * woken by many, should not be pulled to the waker. factor = sd_llc_size of
+ * this CPU.
+ */
+static bool wake_wide(struct sis_ctx *c, struct sis_wake_state *waker,
+		      struct sis_wake_state *wakee)
+{
+	u32 master = waker->wakee_flips, slave = wakee->wakee_flips, tmp;
+	s32 llc = sis_cpu_llc(c->this_cpu);
+	u32 factor = llc >= 0 ? topo.llc_nr[llc & (MAX_LLCS - 1)] : 1;
+
+	if (master < slave) {
+		tmp = master;
+		master = slave;
+		slave = tmp;
+	}
+	if (slave < factor || master < slave * factor)
+		return false;
+	return true;
+}
+
+/*
+ * wake_affine_idle() (fair.c) with seed 003 (Julia Lawall, "sched/fair:
+ * check for idle core", 2020) as WA_IDLE_PREV: after the interrupt and sync
+ * cases, an idle prev_cpu wins. Returns -1 for nr_cpumask_bits.
+ */
+static s32 wake_affine_idle(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync)
+{
+	/*
+	 * "If this_cpu is idle, it implies the wakeup is from interrupt
+	 * context. Only allow the move if cache is shared."
+	 */
+	if (sis_idle(c, this_cpu) && sis_share_cache(this_cpu, prev))
+		return sis_idle(c, prev) ? prev : this_cpu;
+
+	/* "sync && cpu_rq(this_cpu)->nr_running == 1": only the waker runs here */
+	if (sync && sis_nr_running(c, this_cpu) == 1)
+		return this_cpu;
+
+	if (sis_feat(c, FEAT_WA_IDLE_PREV) && sis_idle(c, prev)) {
+		sis_inc(c, STAT_HIT_WA_IDLE_PREV);
+		return prev;
+	}
+	return -1;
+}
+
+/*
+ * wake_affine_weight() (fair.c). cpu_load() is the loader's per-CPU
+ * utilization (cpu_ctx util, 0..1024), task_h_load() the scheduler's
+ * PELT-like runnable average of the task (see task_load() in main.bpf.c).
+ * capacity_of() is SCHED_CAPACITY on both sides (no asymmetric capacity),
+ * imbalance_pct that of the lowest domain spanning both CPUs (110 for SMT
+ * siblings, else 117).
+ *   this_eff = (load(this) [- load(current) if sync] + load(p)) * 100 * cap(prev)
+ *   prev_eff = (load(prev) - load(p)) * (100 + (imbalance_pct - 100) / 2) * cap(this) [+1 if sync]
+ */
+static s32 wake_affine_weight(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync)
+{
+	struct cpu_ctx *tc = sis_cpu_ctx(this_cpu), *pc = sis_cpu_ctx(prev);
+	s64 this_eff, prev_eff, task_load;
+	u64 pct;
+
+	if (!tc || !pc)
+		return -1;
+	pct = sis_smt_siblings(this_cpu, prev) ? SMT_IMBALANCE_PCT : imbalance_pct;
+
+	this_eff = READ_ONCE(tc->util);
+	if (sync) {
+		s64 current_load = c->waker_load;
+
+		if (current_load > this_eff)
+			return this_cpu;
+		this_eff -= current_load;
+	}
+
+	task_load = c->wakee_load;
+	this_eff += task_load;
+	this_eff *= 100;
+	this_eff *= SCHED_CAPACITY;
+
+	prev_eff = READ_ONCE(pc->util);
+	prev_eff -= task_load;
+	prev_eff *= 100 + (pct - 100) / 2;
+	prev_eff *= SCHED_CAPACITY;
+
+	/*
+	 * "If sync, adjust the weight of prev_eff_load such that if
+	 * prev_eff == this_eff that select_idle_sibling() will consider
+	 * stacking the wakee on top of the waker if no other CPU is idle."
+	 */
+	if (sync)
+		prev_eff += 1;
+
+	return this_eff < prev_eff ? this_cpu : -1;
+}
+
+/* wake_affine() (fair.c): this_cpu if the checks say so, else prev. */
+static s32 wake_affine(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync)
+{
+	s32 target = wake_affine_idle(c, this_cpu, prev, sync);
+
+	if (sis_feat(c, FEAT_WA_WEIGHT) && target < 0) {
+		target = wake_affine_weight(c, this_cpu, prev, sync);
+		if (target == this_cpu)
+			sis_inc(c, STAT_HIT_WA_WEIGHT);
+	}
+	if (target != this_cpu)
+		return prev;
+	sis_inc(c, STAT_WAKE_AFFINE);
+	return this_cpu;
+}
+
+/*
+ * select_task_rq_fair() for a wake-up (WF_TTWU): record_wakee, want_affine,
+ * wake_affine where a wake-affine domain spans this_cpu and prev (every
+ * domain of the topologies here has SD_WAKE_AFFINE: no NUMA distance beyond
+ * node_reclaim_distance is modelled), then select_idle_sibling(p, prev,
+ * new_cpu). @waker is current's bookkeeping, @wakee p's.
+ */
+static s32 select_task_rq_fair(struct sis_ctx *c, struct sis_wake_state *waker,
+			       struct sis_wake_state *wakee, s32 prev, bool sync)
+{
+	s32 this_cpu = c->this_cpu, new_cpu = prev;
+	bool want_affine;
+
+	if (sis_cpu_llc(this_cpu) < 0 || sis_cpu_llc(prev) < 0)
+		return prev;
+
+	record_wakee(c, waker);
+	want_affine = !wake_wide(c, waker, wakee) && sis_allowed(c, this_cpu);
+	if (want_affine && this_cpu != prev)
+		new_cpu = wake_affine(c, this_cpu, prev, sync);
+
+	return select_idle_sibling(c, prev, new_cpu, &wakee->recent_used_cpu);
 }
 
 #endif /* __SIS_BPF_H */

@@ -16,13 +16,31 @@ enum sis_depth_src {
 	DEPTH_SIS_PROP,
 };
 
+/*
+ * The wake-up bookkeeping fair.c keeps in task_struct: current->last_wakee,
+ * ->wakee_flips, ->wakee_flip_decay_ts (record_wakee / wake_wide) and
+ * p->recent_used_cpu. The scheduler keeps it in task storage (and, for the
+ * idle task that wakes from interrupts, in cpu_ctx); the host test in .bss.
+ */
+struct sis_wake_state {
+	s32 recent_used_cpu;
+	s32 last_wakee;		/* an id of the last task woken (pid), -1 none */
+	u32 wakee_flips;
+	u32 __pad;
+	u64 wakee_flip_decay_ts; /* jiffies */
+};
+
 /* One wake-up's state: inputs, and the counters it produced. */
 struct sis_ctx {
 	u64 feat;
-	s32 this_cpu;
+	s32 this_cpu;		/* smp_processor_id() of the waker */
 	s32 prev;
 	u32 depth_src;		/* enum sis_depth_src of the current scan */
 	s32 claimed;		/* the CPU this wake-up took from the idle mask, or -1 */
+	s32 wakee_id;		/* p, as last_wakee records it */
+	u32 pcpu_kthread;	/* is_per_cpu_kthread(current) && in_task() */
+	u64 waker_load;		/* task_h_load(current) */
+	u64 wakee_load;		/* task_h_load(p) */
 	u64 allowed[MAX_CPUS / 64];	/* p->cpus_ptr */
 	u64 scan_start;		/* SIS_PROP: cpu_clock(this) at scan start */
 	u64 cnt[STAT_NR];

@@ -1,23 +1,32 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * Host test object: the wake-up steps of sis.bpf.h on a synthetic topology
- * and idle mask, driven through BPF_PROG_TEST_RUN by the Rust tests. It has
- * no struct_ops and calls no sched_ext kfunc, so it loads on any kernel that
- * allows bpf() - the verifier is the real one.
+ * Host test object: the scheduler's wake-up path (sis.bpf.h, from
+ * select_task_rq_fair down) on a synthetic topology and state, driven
+ * through BPF_PROG_TEST_RUN by the Rust tests. The per-LLC and per-CPU state
+ * (llc_ctxs, cpu_ctxs) and the runqueue lengths are this object's .bss,
+ * written by the test; the idle mask, the tasks and the clocks come in the
+ * argument. It has no struct_ops and calls no sched_ext kfunc, so it loads
+ * on any kernel that allows bpf() - the verifier is the real one.
  */
 #include <scx/common.bpf.h>
 #include "intf.h"
 
 char _license[] SEC("license") = "GPL";
 
-struct sis_topo topo;		/* filled by the test through the skeleton's bss */
+/* filled by the test through the skeleton's bss */
+struct sis_topo topo;
+struct llc_ctx llc_ctxs[MAX_LLCS];
+struct cpu_ctx cpu_ctxs[MAX_CPUS];
+u32 nr_running[MAX_CPUS];
+u64 imbalance_pct = DEFAULT_IMBALANCE_PCT;
 
 static u64 test_idle[MAX_CPUS / 64];
-static u32 test_idle_cores;
-static u32 test_depth;
+static u64 test_jiffies, test_clock, test_clock_step, test_clock_reads;
+static u32 test_hz;
 #include "sis_ctx.bpf.h"
 
 static struct sis_ctx test_ctx;
+static struct sis_wake_state test_waker, test_wakee;
 
 static __always_inline bool sis_idle(struct sis_ctx *c, s32 cpu)
 {
@@ -32,27 +41,27 @@ static __always_inline bool sis_claim(struct sis_ctx *c, s32 cpu)
 	return true;
 }
 
-static __always_inline bool sis_test_idle_cores(struct sis_ctx *c, s32 llc)
+static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu)
 {
-	return test_idle_cores;
+	if (cpu < 0 || cpu >= MAX_CPUS)
+		return 0;
+	return nr_running[cpu & (MAX_CPUS - 1)];
 }
 
-static __always_inline void sis_set_idle_cores(struct sis_ctx *c, s32 llc, bool val)
+static __always_inline u64 sis_jiffies(struct sis_ctx *c)
 {
-	test_idle_cores = val;
+	return test_jiffies;
 }
 
-/* The depth is an input here: SIS_UTIL's form (nr = depth + 1), ~0 = unbounded. */
-static __always_inline s64 sis_depth_begin(struct sis_ctx *c, s32 target, bool has_idle_core)
+/* the first read gives clock, each later one clock_step more */
+static __always_inline u64 sis_clock(struct sis_ctx *c)
 {
-	if (test_depth == ~0U)
-		return SIS_INT_MAX;
-	c->depth_src = DEPTH_SIS_UTIL;
-	return (s64)test_depth + 1;
+	return test_clock + test_clock_step * test_clock_reads++;
 }
 
-static __always_inline void sis_depth_end(struct sis_ctx *c, bool has_idle_core)
+static __always_inline u32 sis_hz(void)
 {
+	return test_hz;
 }
 
 #include "sis.bpf.h"
@@ -61,7 +70,6 @@ SEC("syscall")
 int sis_test(struct sis_test_args *a)
 {
 	struct sis_ctx *c = &test_ctx;
-	s32 recent = a->recent;
 
 	/*
 	 * The context may only be read at constant offsets ("dereference of
@@ -72,16 +80,32 @@ int sis_test(struct sis_test_args *a)
 	__builtin_memcpy(c->allowed, a->allowed, sizeof(c->allowed));
 	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
 	c->feat = a->features;
-	c->this_cpu = a->target;
+	c->this_cpu = a->this_cpu;
 	c->prev = a->prev;
 	c->claimed = -1;
 	c->depth_src = DEPTH_NONE;
-	test_idle_cores = a->has_idle_cores;
-	test_depth = a->depth;
+	c->wakee_id = a->wakee_id;
+	c->pcpu_kthread = a->pcpu_kthread;
+	c->waker_load = a->waker_load;
+	c->wakee_load = a->wakee_load;
+	imbalance_pct = a->imbalance_pct;
+	test_jiffies = a->jiffies;
+	test_clock = a->clock;
+	test_clock_step = a->clock_step;
+	test_clock_reads = 0;
+	test_hz = a->hz;
 
-	a->cpu = select_idle_sibling(c, a->prev, a->target, &recent);
-	a->has_idle_cores_out = test_idle_cores;
-	a->recent_out = recent;
+	test_waker.last_wakee = a->waker_last_wakee;
+	test_waker.wakee_flips = a->waker_flips;
+	test_waker.wakee_flip_decay_ts = a->waker_decay_ts;
+	test_wakee.recent_used_cpu = a->recent;
+	test_wakee.wakee_flips = a->wakee_flips;
+
+	a->cpu = select_task_rq_fair(c, &test_waker, &test_wakee, a->prev, a->sync);
+	a->recent_out = test_wakee.recent_used_cpu;
+	a->waker_last_wakee_out = test_waker.last_wakee;
+	a->waker_flips_out = test_waker.wakee_flips;
+	a->waker_decay_ts_out = test_waker.wakee_flip_decay_ts;
 	__builtin_memcpy(a->cnt, c->cnt, sizeof(a->cnt));
 	return 0;
 }
