@@ -928,7 +928,7 @@ fn hand_cases() -> Vec<Case> {
                 (HIT_WEIGHT, 1),
             ],
         ),
-        // prev 4 idle: seed 003 keeps it; SIS(4, 4) fast.
+        // prev 4 idle: "check for idle core" keeps it; SIS(4, 4) fast.
         case(
             "WA_IDLE_PREV: idle prev kept",
             flat8(),

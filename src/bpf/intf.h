@@ -41,14 +41,14 @@ enum sis_consts {
  * decision; switched live by `scx_sisutil features`.
  */
 enum sis_feature {
-	FEAT_SIS_UTIL		= 1ULL << 0,	/* seed 004: depth from the LLC util sum */
+	FEAT_SIS_UTIL		= 1ULL << 0,	/* Chen Yu's SIS_UTIL: depth from the LLC util sum */
 	FEAT_SIS_PROP		= 1ULL << 1,	/* 6.6 fair.c: depth from avg_idle / avg_scan_cost */
 	FEAT_SIS_CORE		= 1ULL << 2,	/* fair.c: has_idle_cores + select_idle_core/smt */
-	FEAT_WA_IDLE_PREV	= 1ULL << 3,	/* seed 003: prev idle wins in wake_affine_idle */
-	FEAT_TTWU_QUEUE_DESCHED	= 1ULL << 4,	/* seed 001: wakee's CPU about to idle -> there */
-	FEAT_NEWIDLE_SKIP_IPI	= 1ULL << 5,	/* seed 000: idle CPU woken for nothing: no pull */
-	FEAT_KICK_SKIP_REDUNDANT = 1ULL << 6,	/* seed 002: read before atomic, wrap kick target */
-	FEAT_SIS_SMALL_LLC	= 1ULL << 7,	/* seed 004 thread: depth*32/weight for <=16 CPUs */
+	FEAT_WA_IDLE_PREV	= 1ULL << 3,	/* "sched/fair: check for idle core": idle prev wins */
+	FEAT_TTWU_QUEUE_DESCHED	= 1ULL << 4,	/* Mel Gorman: wakee descheduling -> its CPU */
+	FEAT_NEWIDLE_SKIP_IPI	= 1ULL << 5,	/* K Prateek Nayak: idle CPU woken for an IPI: no pull */
+	FEAT_KICK_SKIP_REDUNDANT = 1ULL << 6,	/* Tim Chen: read before atomic, wrap kick target */
+	FEAT_SIS_SMALL_LLC	= 1ULL << 7,	/* SIS_UTIL review: depth*32/weight for <=16 CPUs */
 	FEAT_WA_WEIGHT		= 1ULL << 8,	/* fair.c: wake_affine_weight load comparison */
 	FEAT_ALL		= (1ULL << 9) - 1,
 };
@@ -71,7 +71,7 @@ enum sis_stat {
 	STAT_HIT_SIS_UTIL,	/* decisions bounded by SIS_UTIL */
 	STAT_HIT_SIS_PROP,	/* decisions bounded by SIS_PROP */
 	STAT_HIT_SIS_CORE,	/* idle core found by select_idle_core */
-	STAT_HIT_WA_IDLE_PREV,	/* prev chosen by seed 003's check */
+	STAT_HIT_WA_IDLE_PREV,	/* prev chosen by "check for idle core" */
 	STAT_HIT_WA_WEIGHT,	/* this_cpu chosen by wake_affine_weight */
 	STAT_HIT_TTWU_QUEUE_DESCHED, /* wakee placed on its descheduling CPU */
 	STAT_HIT_NEWIDLE_SKIP_IPI, /* idle CPU woken for nothing skipped the pull */
@@ -88,7 +88,7 @@ enum sis_stat {
 
 /*
  * Per-LLC shared context. nr_idle_scan and util_sum are written by the
- * loader (only when they change, as Mel Gorman asked for in seed 004's
+ * loader (only when they change, as Mel Gorman asked for in SIS_UTIL's
  * review), has_idle_cores by BPF. Cache-line aligned: it is read on every
  * wake-up.
  */

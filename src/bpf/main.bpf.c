@@ -31,7 +31,7 @@ struct llc_vtime {
 	u64 now;
 	u64 __pad[7];
 } llc_vtimes[MAX_LLCS];
-/* seed 002's shared flag word: CPUs asked to come and take queued work */
+/* KICK_SKIP_REDUNDANT's shared flag word: CPUs asked to come and take queued work */
 u64 kick_pending[MAX_CPUS / 64];
 
 /* The live feature word; pinned by the loader so `scx_sisutil features` can switch it. */
@@ -66,7 +66,7 @@ struct {
 struct task_ctx {
 	struct sis_wake_state ws; /* recent_used_cpu, last_wakee, wakee_flips (fair.c) */
 	s32 vtime_llc;		/* the LLC clock p->scx.dsq_vtime is charged against */
-	u32 desched_wakeup;	/* sched_waking saw the seed 001 condition for this wake-up */
+	u32 desched_wakeup;	/* sched_waking saw TTWU_QUEUE_DESCHED's condition */
 	u64 exec_start;
 	u64 load_avg;		/* task_h_load(): PELT-like runnable average (see task_load_update) */
 	u64 runnable_at;	/* ops.runnable */
@@ -159,8 +159,8 @@ static __always_inline u32 sis_hz(void)
 }
 
 /*
- * seed 002 (Tim Chen, "sched/balance: Skip unnecessary updates to idle load
- * balancer's flags", 2024): read a shared word before writing it and skip
+ * Tim Chen, "sched/balance: Skip unnecessary updates to idle load
+ * balancer's flags" (2024): read a shared word before writing it and skip
  * the write when it would not change. Returns true when it was skipped.
  */
 static __always_inline bool skip_redundant_write(u64 feat, u64 cur, u64 want, s32 llc)
@@ -238,12 +238,12 @@ void BPF_STRUCT_OPS(sisutil_quiescent, struct task_struct *p, u64 deq_flags)
 }
 
 /*
- * seed 001 (Mel Gorman, "sched/core: Offload wakee task activation if the
- * wakee is descheduling", 2020) lives in try_to_wake_up(), before
+ * TTWU_QUEUE_DESCHED, Mel Gorman's "sched/core: Offload wakee task
+ * activation if the wakee is descheduling" (2020, 2ebb17717550), lives in try_to_wake_up(), before
  * select_task_rq():
  *   if (READ_ONCE(p->on_cpu) && ttwu_queue_wakelist(p, task_cpu(p), wake_flags | WF_ON_CPU))
  * with ttwu_queue_cond(): cpu active, in p->cpus_ptr, shares cache with the
- * waker (else the pre-seed cross-LLC rule), not the waker's CPU, and
+ * waker (else the older cross-LLC rule, not this patch's), not the waker's CPU, and
  * "(wake_flags & WF_ON_CPU) && cpu_rq(cpu)->nr_running <= 1" - the wakee,
  * already dequeued, is not counted, so it is the later kernel's
  * !nr_running. sched_ext on 6.12 never takes this path for its tasks (it
@@ -390,7 +390,7 @@ static bool kick_test(s32 cpu)
  *   flags = atomic_fetch_or(flags, nohz_flags(ilb_cpu));
  *   if (flags & NOHZ_KICK_MASK) return;       already asked: no second IPI
  *   smp_call_function_single_async(ilb_cpu, ...);
- * seed 002 adds only the read before the atomic ("if ((atomic_read(
+ * Tim Chen's patch adds only the read before the atomic ("if ((atomic_read(
  * nohz_flags(ilb_cpu)) & flags) == flags) return;") and, from its review,
  * the search for the candidate from this_cpu + 1 (for_each_cpu_wrap) so
  * wakers do not all pick the first one. Every CPU the search tests is

@@ -58,7 +58,7 @@ static __always_inline bool sis_take(struct sis_ctx *c, s32 cpu)
 }
 
 /*
- * Counters, as Mel Gorman's SIS schedstats (seed 004's se_eff/dom_eff):
+ * Counters, as Mel Gorman's SIS schedstats (se_eff/dom_eff, quoted in the SIS_UTIL thread):
  * the fast checks of target, prev and recent_used_cpu are ONE scan,
  * counted once at entry of select_idle_sibling() (a hit there is 100%
  * efficiency), and the domain search starts after them, before the SMT
@@ -142,7 +142,7 @@ static __always_inline bool test_idle_cores(struct sis_ctx *c, s32 llc)
 }
 
 /*
- * set_idle_cores(). With KICK_SKIP_REDUNDANT (seed 002, Tim Chen, "sched/
+ * set_idle_cores(). With KICK_SKIP_REDUNDANT (Tim Chen, "sched/
  * balance: Skip unnecessary updates to idle load balancer's flags") the
  * shared word is read first and not written when it would not change.
  */
@@ -341,7 +341,7 @@ static __attribute__((unused)) void sis_prop_idle_exit(struct cpu_ctx *cc, u64 i
  *   SIS_PROP  nr = sis_prop_nr() (not with an idle core expected)
  *   SIS_UTIL  nr = sd_llc_shared->nr_idle_scan + 1; nr == 1 -> no scan at all
  *   neither   nr = INT_MAX
- * "because !--nr is the condition to stop scan" (seed 004). With an idle
+ * "because !--nr is the condition to stop scan" (SIS_UTIL). With an idle
  * core expected the scan looks for whole cores and is not bounded by nr.
  */
 static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
@@ -557,8 +557,8 @@ static bool wake_wide(struct sis_ctx *c, struct sis_wake_state *waker,
 }
 
 /*
- * wake_affine_idle() (fair.c) with seed 003 (Julia Lawall, "sched/fair:
- * check for idle core", 2020) as WA_IDLE_PREV: after the interrupt and sync
+ * wake_affine_idle() (fair.c) with Julia Lawall's "sched/fair:
+ * check for idle core" (2020) as WA_IDLE_PREV: after the interrupt and sync
  * cases, an idle prev_cpu wins. Returns -1 for nr_cpumask_bits.
  */
 static s32 wake_affine_idle(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync)
