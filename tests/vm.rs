@@ -273,6 +273,8 @@ fn monitor(name: &str, kernel: &str) {
             "report 2: search/scanned > 0, llcs {0,1}",
             "fast over both reports:",
             "monitor --count 2 reports = 2",
+            "low load with SMT: core_search",
+            "low load: hit_ttwu_queue_desched",
             "monitor as nobody fails with:",
             "exit status after SIGINT = 0",
         ],

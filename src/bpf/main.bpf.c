@@ -252,6 +252,31 @@ void BPF_STRUCT_OPS(sisutil_quiescent, struct task_struct *p, u64 deq_flags)
  * try_to_wake_up() fires just before it reads p->on_rq and p->on_cpu.
  * select_cpu then places the task on that CPU without the search.
  */
+/* p->on_cpu / p->on_rq: int on 6.12, u8 since 6.17 */
+struct task_struct___on_u8 {
+	u8 on_cpu;
+	u8 on_rq;
+} __attribute__((preserve_access_index));
+
+struct task_struct___on_int {
+	int on_cpu;
+	int on_rq;
+} __attribute__((preserve_access_index));
+
+/* the wakee is still on its CPU (in schedule()) and dequeued */
+static __always_inline bool task_descheduling(struct task_struct *p)
+{
+	if (bpf_core_type_matches(struct task_struct___on_u8)) {
+		struct task_struct___on_u8 *t = (void *)p;
+
+		return BPF_CORE_READ(t, on_cpu) && !BPF_CORE_READ(t, on_rq);
+	} else {
+		struct task_struct___on_int *t = (void *)p;
+
+		return BPF_CORE_READ(t, on_cpu) && !BPF_CORE_READ(t, on_rq);
+	}
+}
+
 SEC("tp_btf/sched_waking")
 int BPF_PROG(sisutil_waking, struct task_struct *p)
 {
@@ -261,7 +286,7 @@ int BPF_PROG(sisutil_waking, struct task_struct *p)
 
 	if (!tctx)
 		return 0;
-	if ((features() & FEAT_TTWU_QUEUE_DESCHED) && READ_ONCE(p->on_cpu) && !READ_ONCE(p->on_rq)) {
+	if ((features() & FEAT_TTWU_QUEUE_DESCHED) && task_descheduling(p)) {
 		this_cpu = bpf_get_smp_processor_id();
 		cpu = p->thread_info.cpu;
 		cond = cpu != this_cpu && sis_share_cache(cpu, this_cpu) &&

@@ -89,6 +89,32 @@ for f in hit_sis_util hit_sis_prop hit_sis_core hit_wa_idle_prev hit_wa_weight \
 done
 echo
 
+# --- low load: the idle-core search and TTWU_QUEUE_DESCHED --------------------------------
+# hackbench -g 1 -f 2 in short bursts with pauses (a few % of the CPUs): with SMT most LLCs
+# have a whole idle core, so has_idle_cores is set (by __update_idle_core()'s rule on the
+# scheduler's own idleness: on 6.12 too, where update_idle runs before the idle masks
+# change) and select_idle_core runs. TTWU_QUEUE_DESCHED fires only for wakees still on their
+# CPU when woken: never on more wake-ups than reach select_idle_sibling.
+setsid bash -c 'for i in $(seq 40); do hackbench -g 1 -f 2 -l 30 > /dev/null 2>&1; sleep 0.5; done' &
+low_pid=$!
+bg "$low_pid"
+sleep 1
+monitor_json /tmp/low.json 1 6
+kill -TERM -- "-$low_pid" 2>/dev/null || true
+wait "$low_pid" 2>/dev/null || true
+low() { jq ".$1" /tmp/low.json; }
+echo "# low load (hackbench -g 1 -f 2 -l 30 bursts), one 6 s report:$(for f in search fast \
+  domain_search core_search core_failed smt hit_sis_core hit_ttwu_queue_desched kick \
+  kick_atomic kick_scanned; do printf ' %s=%s' "$f" "$(low "$f")"; done)"
+[ "$(low search)" -gt 0 ] || fail "low load: search = 0"
+if [ "$(cat /sys/devices/system/cpu/smt/active 2>/dev/null || echo 0)" = 1 ]; then
+  [ "$(low core_search)" -gt 0 ] || fail "low load with SMT: core_search = 0 (has_idle_cores never set)"
+  ok "low load with SMT: core_search $(low core_search) > 0"
+fi
+[ "$(low hit_ttwu_queue_desched)" -le "$(low search)" ] ||
+  fail "low load: hit_ttwu_queue_desched $(low hit_ttwu_queue_desched) > search $(low search)"
+ok "low load: hit_ttwu_queue_desched $(low hit_ttwu_queue_desched) <= search $(low search)"
+
 # --- unprivileged --------------------------------------------------------------------------
 # busybox su drops to nobody without a password when run by root.
 rc=0
