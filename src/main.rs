@@ -38,7 +38,8 @@ Examples:
   tools/vm -- 'scx_sisutil & sleep 5; scx_sisutil monitor --count 1'   on a host without sched_ext";
 
 #[derive(Parser, Debug)]
-#[command(name = "scx_sisutil", version, about, after_help = AFTER_HELP, args_conflicts_with_subcommands = true)]
+#[command(name = "scx_sisutil", about, after_help = AFTER_HELP, args_conflicts_with_subcommands = true,
+          disable_version_flag = true)]
 pub struct Cli {
     #[command(subcommand)]
     cmd: Option<Cmd>,
@@ -89,9 +90,24 @@ pub struct RunOpts {
     /// Describe every statistic and exit
     #[arg(long)]
     pub help_stats: bool,
+    /// Only print the running scheduler's statistics every SECS seconds (no scheduler is
+    /// started; the same as `scx_sisutil monitor --interval SECS`)
+    #[arg(long, value_parser = stats::parse_interval)]
+    pub monitor: Option<f64>,
+    /// Print the version with its build id and exit
+    #[arg(short = 'V', long)]
+    pub version: bool,
     /// More output (-vv: libbpf debug)
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    #[command(flatten, next_help_heading = "Libbpf options")]
+    pub libbpf: scx_utils::libbpf_clap_opts::LibbpfOpts,
+}
+
+/// `scx_sisutil 1.2.3 (build id)`, as every scx scheduler prints it.
+pub fn full_version() -> String {
+    let id = option_env!("SISUTIL_BUILD_ID").unwrap_or("");
+    scx_utils::build_id::full_version(&format!("{}{id}", env!("CARGO_PKG_VERSION")))
 }
 
 fn init_log(verbose: u8) {
@@ -145,8 +161,21 @@ fn shutdown_flag() -> Result<Arc<AtomicBool>> {
 }
 
 fn run(opts: RunOpts) -> Result<()> {
+    if opts.version {
+        println!("scx_sisutil {}", full_version());
+        return Ok(());
+    }
     if opts.help_stats {
         return stats::help_stats();
+    }
+    if let Some(secs) = opts.monitor {
+        let mopts = stats::MonitorOpts {
+            interval: secs,
+            count: None,
+            json: false,
+        };
+        let s = shutdown_flag()?;
+        return stats::monitor(&mopts, &|| s.load(Ordering::Relaxed));
     }
     let feat = features::apply(features::preset(opts.preset), &opts.features)?;
     preflight()?;
