@@ -31,10 +31,10 @@ Features (kernel sched_feat names; NO_X turns X off):
 
 Examples:
   sudo scx_sisutil                              run with --preset patched
-  sudo scx_sisutil --preset vanilla --stats 1   the seeds' baselines, print stats each second
+  sudo scx_sisutil --preset vanilla --stats 1   every patch off (SIS_PROP depth), stats each second
   sudo scx_sisutil features NO_SIS_UTIL SIS_PROP switch live, no reload
   sudo scx_sisutil monitor --json --count 5     SIS statistics of the running scheduler
-  scx_sisutil scan-table --llc-weight 112       the SIS_UTIL depth table of seed 004
+  scx_sisutil scan-table --llc-weight 112       SIS_UTIL's depth per utilization (its commit's table)
   tools/vm -- 'scx_sisutil & sleep 5; scx_sisutil monitor --count 1'   on a host without sched_ext";
 
 #[derive(Parser, Debug)]
@@ -58,7 +58,7 @@ enum Cmd {
         /// X turns X on, NO_X off; comma or space separated
         names: Vec<String>,
     },
-    /// Print SIS_UTIL's scan depth for each utilization (seed 004's table)
+    /// Print SIS_UTIL's scan depth for each utilization (the table of \"sched/fair: Introduce SIS_UTIL to search idle CPU based on sum of util_avg\")
     ScanTable(util::ScanTableOpts),
 }
 

@@ -142,7 +142,7 @@ impl<'a> Scheduler<'a> {
             .unwrap_or(0)
     }
 
-    /// One util sample per CPU → per-LLC sum → SIS_UTIL depth (seed 004's
+    /// One util sample per CPU → per-LLC sum → SIS_UTIL depth (SIS_UTIL's
     /// update_idle_cpu_scan, done here because sched_ext tasks are not in the
     /// fair class's load balance).
     fn update_util(&mut self) {
@@ -185,7 +185,7 @@ impl<'a> Scheduler<'a> {
             let lc = &mut bss.llc_ctxs[l];
             let depth = scan_depth(sum, cpus.len() as u64, self.imbalance_pct, small_llc);
             lc.util_sum = sum;
-            // Mel Gorman's review of seed 004: do not write a shared line that would not change
+            // Mel Gorman's review of SIS_UTIL: do not write a shared line that would not change
             if !skip_same || unsafe { std::ptr::read_volatile(&lc.nr_idle_scan) } != depth {
                 unsafe { std::ptr::write_volatile(&mut lc.nr_idle_scan, depth) };
                 lc.updates += 1;
