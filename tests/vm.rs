@@ -47,6 +47,44 @@ struct Outcome {
     stdout: String,
 }
 
+/// Runs tools/vm to completion and returns its output. Its stderr (the harness's timestamped
+/// progress: kernel, guest image, boot, init, scheduler attach/detach) is forwarded line by
+/// line as it arrives through eprintln: `cargo test -- --nocapture` shows a guest's progress
+/// live, a normal run keeps it in the captured output of the test.
+fn output_forwarding_progress(name: &str, cmd: &mut Command) -> std::process::Output {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run tools/vm");
+    let err = child.stderr.take().expect("tools/vm stderr");
+    let tag = name.to_string();
+    let forward = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        for line in BufReader::new(err).split(b'\n') {
+            let Ok(line) = line else { break };
+            eprintln!("[{tag}] vm: {}", String::from_utf8_lossy(&line));
+            all.extend_from_slice(&line);
+            all.push(b'\n');
+        }
+        all
+    });
+    let mut stdout = Vec::new();
+    let _ = child
+        .stdout
+        .take()
+        .expect("tools/vm stdout")
+        .read_to_end(&mut stdout);
+    let status = child.wait().expect("cannot wait for tools/vm");
+    let stderr = forward.join().unwrap_or_default();
+    std::process::Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
 /// Boot a guest with `kernel` and `smp`, run `script` (a command line for the guest's
 /// busy-box sh), print everything, and return the outcome.
 fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> Outcome {
@@ -56,8 +94,8 @@ fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> 
     let attach = std::env::var("SISUTIL_VMTEST_ATTACH_TIMEOUT").unwrap_or_else(|_| "60".into());
     let load0 = loadavg();
     let t0 = Instant::now();
-    let out = Command::new(repo().join("tools/vm"))
-        .args(["--kernel", kernel, "--smp", smp, "--no-build"])
+    let mut cmd = Command::new(repo().join("tools/vm"));
+    cmd.args(["--kernel", kernel, "--smp", smp, "--no-build"])
         .args(["--timeout", &timeout_s.to_string()])
         .arg("--log")
         .arg(&console)
@@ -66,9 +104,8 @@ fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> 
         .arg(script)
         // The binary cargo built for this test run, whatever the profile.
         .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("cannot run tools/vm");
+        .stdin(Stdio::null());
+    let out = output_forwarding_progress(name, &mut cmd);
     let secs = t0.elapsed().as_secs_f64();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -82,9 +119,7 @@ fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> 
     for l in stdout.lines() {
         println!("[{name}] {l}");
     }
-    for l in stderr.lines() {
-        println!("[{name}] vm: {l}");
-    }
+    // (tools/vm's stderr was forwarded as it arrived, above the guest's output.)
     println!(
         "==== vmtest {name}: {secs:.1} s wall; console log {}",
         console.display()
