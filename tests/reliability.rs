@@ -163,8 +163,9 @@ fn run_vm(name: &str, vm: Vm, cmd: &str) -> Outcome {
     let console = logs.join(format!("rel-{name}-console.log"));
     let load0 = loadavg();
     let t0 = Instant::now();
-    let mut cmd = Command::new(repo().join("tools/vm"));
-    cmd.args(["--kernel", vm.kernel, "--no-build"])
+    let mut tools_vm = Command::new(repo().join("tools/vm"));
+    tools_vm
+        .args(["--kernel", vm.kernel, "--no-build"])
         .args(["--timeout", &vm.timeout_s.to_string()])
         // A TCG guest on a busy host can fail the boot-time IO-APIC timer check and panic
         // ("IO-APIC + timer doesn't work!"): seen here with 7 guests on 2 host cores.
@@ -177,7 +178,7 @@ fn run_vm(name: &str, vm: Vm, cmd: &str) -> Outcome {
         // The binary cargo built for this test run (no nested cargo build).
         .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
         .stdin(Stdio::null());
-    let out = output_forwarding_progress(name, &mut cmd);
+    let out = output_forwarding_progress(name, &mut tools_vm);
     let secs = t0.elapsed().as_secs_f64();
     let o = Outcome {
         name: name.to_string(),

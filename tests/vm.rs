@@ -108,7 +108,6 @@ fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> 
     let out = output_forwarding_progress(name, &mut cmd);
     let secs = t0.elapsed().as_secs_f64();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
 
     println!(
         "==== vmtest {name}: kernel {kernel}, smp {smp}: `{script}` -> exit {:?}, {secs:.1} s wall \
