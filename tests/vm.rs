@@ -387,3 +387,38 @@ fn errors_host_no_sched_ext() {
         lines[0]
     );
 }
+
+/// A guest whose CPUs never run - what a host looks like whose /dev/kvm opens but whose KVM
+/// executes nothing - is stopped once its console has been silent for SISUTIL_SILENCE_LIMIT
+/// seconds, with a message, instead of waiting for --timeout. QEMU's -S (start with the CPUs
+/// stopped) makes that guest here, under TCG; it costs no CPU while it waits.
+#[test]
+fn silent_guest_is_stopped() {
+    let t0 = Instant::now();
+    let mut cmd = Command::new(repo().join("tools/vm"));
+    cmd.args(["--kernel", "7", "--no-build"])
+        .args(["--timeout", "300", "--", "true"])
+        .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
+        .env("SISUTIL_ACCEL", "tcg")
+        .env("SISUTIL_QEMU_ARGS", "-S")
+        .env("SISUTIL_SILENCE_LIMIT", "5")
+        .stdin(Stdio::null());
+    let out = output_forwarding_progress("silent_guest_is_stopped", &mut cmd);
+    let secs = t0.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!(
+        "silent guest: exit {:?} after {secs:.1} s",
+        out.status.code()
+    );
+    assert_eq!(out.status.code(), Some(125), "stderr:\n{stderr}");
+    assert!(
+        stderr.contains("the guest printed nothing on its console in 5 s"),
+        "no silence message:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("kernel started"),
+        "a guest with stopped CPUs printed:\n{stderr}"
+    );
+    // Far below --timeout 300: the silence limit stopped it (image build and probe included).
+    assert!(secs < 120.0, "took {secs:.1} s");
+}
