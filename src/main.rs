@@ -31,7 +31,10 @@ Features (kernel sched_feat names; NO_X turns X off):
 
 Examples:
   sudo scx_sisutil                              run with --preset patched
-  sudo scx_sisutil --preset vanilla --stats 1   the seeds' baselines, print stats each second
+  sudo scx_sisutil --preset vanilla --stats 1   every patch off (the oldest baseline), stats each second
+  sudo scx_sisutil --preset sis-util-base       v5.19-rc1, the kernel SIS_UTIL was measured on;
+  sudo scx_sisutil --preset sis-util            ... and the same with SIS_UTIL (X-base / X per patch)
+  scx_sisutil presets                           every preset, its features and its kernel
   sudo scx_sisutil features NO_SIS_UTIL SIS_PROP switch live, no reload
   sudo scx_sisutil monitor --json --count 5     SIS statistics of the running scheduler
   scx_sisutil scan-table --llc-weight 112       the SIS_UTIL depth table of seed 004
@@ -59,11 +62,18 @@ enum Cmd {
     },
     /// Print SIS_UTIL's scan depth for each utilization (seed 004's table)
     ScanTable(util::ScanTableOpts),
+    /// List the presets: features on and the kernel each stands for
+    Presets {
+        /// JSON instead of the table
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunOpts {
-    /// Feature preset: patched = every seed policy on; vanilla = each seed's baseline
+    /// Feature preset: patched = every patch on; vanilla = every patch off; X-base / X = the
+    /// kernel patch X was measured on, without / with X (`--help` lists them)
     #[arg(long, value_enum, default_value_t = Preset::Patched)]
     pub preset: Preset,
     /// Features applied after the preset, e.g. SIS_PROP,NO_SIS_UTIL
@@ -89,6 +99,9 @@ pub struct RunOpts {
     /// Describe every statistic and exit
     #[arg(long)]
     pub help_stats: bool,
+    /// With --help-stats: the same as JSON (counters, derived formulas)
+    #[arg(long, requires = "help_stats")]
+    pub json: bool,
     /// More output (-vv: libbpf debug)
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -146,7 +159,7 @@ fn shutdown_flag() -> Result<Arc<AtomicBool>> {
 
 fn run(opts: RunOpts) -> Result<()> {
     if opts.help_stats {
-        return stats::help_stats();
+        return stats::help_stats(opts.json);
     }
     let feat = features::apply(features::preset(opts.preset), &opts.features)?;
     preflight()?;
@@ -198,6 +211,7 @@ fn main() {
         }
         Some(Cmd::Features { names }) => features::features_main(&names),
         Some(Cmd::ScanTable(o)) => util::scan_table_main(&o),
+        Some(Cmd::Presets { json }) => features::presets_main(json),
     };
     if let Err(e) = res {
         eprintln!("scx_sisutil: error: {e:#}");
