@@ -31,9 +31,9 @@ Features (kernel sched_feat names; NO_X turns X off):
 
 Examples:
   sudo scx_sisutil                              run with --preset patched
-  sudo scx_sisutil --preset vanilla --stats 1   every patch off (the oldest baseline), stats each second
-  sudo scx_sisutil --preset sis-util-base       v5.19-rc1, the kernel SIS_UTIL was measured on;
-  sudo scx_sisutil --preset sis-util            ... and the same with SIS_UTIL (X-base / X per patch)
+  sudo scx_sisutil --preset vanilla --stats 1   every patch off, stats each second
+  sudo scx_sisutil --preset sis-util-base       SIS_UTIL's own baseline (v5.19-rc1)
+  sudo scx_sisutil --preset sis-util            ... with SIS_UTIL: the two differ by it alone
   scx_sisutil presets                           every preset, its features and its kernel
   sudo scx_sisutil features NO_SIS_UTIL SIS_PROP switch live, no reload
   sudo scx_sisutil monitor --json --count 5     SIS statistics of the running scheduler
