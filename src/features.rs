@@ -255,16 +255,19 @@ pub fn presets_main(json: bool) -> Result<()> {
         });
         rows.push((name(*p), on(preset(*p)), meaning, pair_json));
     }
+    // writeln!, not println!: a closed pipe (`| head`) is an error line, not a panic
+    use std::io::Write;
+    let mut w = std::io::stdout().lock();
     if json {
         let v: Vec<_> = rows
             .iter()
             .map(|(n, f, m, pair)| serde_json::json!({"name": n, "features": f, "meaning": m, "pair": pair}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        writeln!(w, "{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(());
     }
     for (n, f, m, _) in rows {
-        println!("{n:<25} {m}\n{:<25} on: {}", "", f.join(" "));
+        writeln!(w, "{n:<25} {m}\n{:<25} on: {}", "", f.join(" "))?;
     }
     Ok(())
 }

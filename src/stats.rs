@@ -434,6 +434,8 @@ fn field_desc(name: &str) -> String {
 /// `--help-stats`: the derived statistics from DERIVED, then every field's description.
 /// With `json`, the same as one JSON object (tools/bench reads its formulas from it).
 pub fn help_stats(json: bool) -> Result<()> {
+    // writeln!, not println!: a closed pipe (`| head`) is an error line, not a panic
+    let mut w = std::io::stdout().lock();
     if json {
         let v = serde_json::json!({
             "counters": COUNTERS
@@ -453,23 +455,33 @@ pub fn help_stats(json: bool) -> Result<()> {
                 }))
                 .collect::<Vec<_>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        writeln!(w, "{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(());
     }
-    println!("Derived statistics, per interval, from the counters summed over the LLCs");
-    println!("(0 when the denominator is 0; mmtests_* are mmtests' definitions, which Mel");
-    println!("Gorman's published reports use; se_eff and dom_eff are schedstat_parse.py's,");
-    println!("which the SIS_UTIL patch's tables use):");
+    writeln!(
+        w,
+        "Derived statistics, per interval, from the counters summed over the LLCs"
+    )?;
+    writeln!(
+        w,
+        "(0 when the denominator is 0; mmtests_* are mmtests' definitions, which Mel"
+    )?;
+    writeln!(
+        w,
+        "Gorman's published reports use; se_eff and dom_eff are schedstat_parse.py's,"
+    )?;
+    writeln!(w, "which the SIS_UTIL patch's tables use):")?;
     for d in DERIVED {
-        println!("  {:<19} = {}", d.name, d.formula());
-        println!("  {:<19}   [{}]", "", d.source);
+        writeln!(w, "  {:<19} = {}", d.name, d.formula())?;
+        writeln!(w, "  {:<19}   [{}]", "", d.source)?;
     }
-    println!(
+    writeln!(
+        w,
         "Counting: scanned = 1 per search for target/prev/recent together + every CPU a\n\
          domain search probes (domain_scanned); domain_search = searches past the fast path;\n\
          failed = domain searches that found no idle CPU.\n"
-    );
-    server_data().describe_meta(&mut std::io::stdout(), None)?;
+    )?;
+    server_data().describe_meta(&mut w, None)?;
     Ok(())
 }
 
