@@ -666,7 +666,8 @@ mod tests {
     /// Fields: SIS Search, SIS Domain Search, SIS Scanned, SIS Domain Scanned, SIS
     /// Failures, then SIS Search Efficiency, SIS Domain Search Eff, SIS Fast Success Rate,
     /// SIS Success Rate (printed with 2 decimals).
-    const MEL_GORMAN_ROWS: &[(u64, u64, u64, u64, u64, f64, f64, f64, f64)] = &[
+    type PublishedRow = (u64, u64, u64, u64, u64, f64, f64, f64, f64);
+    const MEL_GORMAN_ROWS: &[PublishedRow] = &[
         (
             5653107942,
             3365067916,
