@@ -5,6 +5,7 @@
 mod bpf_intf;
 mod bpf_skel;
 mod features;
+mod latency;
 mod scheduler;
 #[cfg(test)]
 mod sis_model;
@@ -35,6 +36,7 @@ Examples:
   sudo scx_sisutil features NO_SIS_UTIL SIS_PROP switch live, no reload
   sudo scx_sisutil monitor --json --count 5     SIS statistics of the running scheduler
   scx_sisutil scan-table --llc-weight 112       the SIS_UTIL depth table of seed 004
+  sudo scx_sisutil latency --duration 30        wake-up latency per nice level, any scheduler
   tools/vm -- 'scx_sisutil & sleep 5; scx_sisutil monitor --count 1'   on a host without sched_ext";
 
 #[derive(Parser, Debug)]
@@ -59,6 +61,8 @@ enum Cmd {
     },
     /// Print SIS_UTIL's scan depth for each utilization (seed 004's table)
     ScanTable(util::ScanTableOpts),
+    /// Wake-up latency (runnable -> running) per nice level under any scheduler (BPF tracer)
+    Latency(latency::LatencyOpts),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -198,6 +202,8 @@ fn main() {
         }
         Some(Cmd::Features { names }) => features::features_main(&names),
         Some(Cmd::ScanTable(o)) => util::scan_table_main(&o),
+        Some(Cmd::Latency(o)) => shutdown_flag()
+            .and_then(|s| latency::latency_main(&o, &|| s.load(Ordering::Relaxed))),
     };
     if let Err(e) = res {
         eprintln!("scx_sisutil: error: {e:#}");
