@@ -162,6 +162,17 @@ fn current_scheduler() -> String {
 }
 
 pub fn latency_main(opts: &LatencyOpts, shutdown: &dyn Fn() -> bool) -> Result<()> {
+    let rep = measure(opts.duration, shutdown)?;
+    if opts.json {
+        println!("{}", serde_json::to_string(&rep)?);
+    } else {
+        print_table(&rep);
+    }
+    Ok(())
+}
+
+/// Trace wake-ups for `duration` seconds (or until `shutdown`) and report them.
+pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("must run as root: the tracer is loaded through bpf() (try sudo)");
     }
@@ -179,7 +190,7 @@ pub fn latency_main(opts: &LatencyOpts, shutdown: &dyn Fn() -> bool) -> Result<(
     sk.attach().context("attaching the latency tracer to the sched tracepoints")?;
 
     let t0 = Instant::now();
-    let end = t0 + Duration::from_secs_f64(opts.duration);
+    let end = t0 + Duration::from_secs_f64(duration);
     while Instant::now() < end && !shutdown() {
         std::thread::sleep(Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())));
     }
@@ -266,12 +277,7 @@ pub fn latency_main(opts: &LatencyOpts, shutdown: &dyn Fn() -> bool) -> Result<(
         all,
         dropped,
     };
-    if opts.json {
-        println!("{}", serde_json::to_string(&rep)?);
-    } else {
-        print_table(&rep);
-    }
-    Ok(())
+    Ok(rep)
 }
 
 fn print_table(r: &Report) {
@@ -315,6 +321,41 @@ mod tests {
             let b = bucket_of(ns);
             assert!(bucket_lo(b) <= ns && ns < bucket_hi(b), "{ns} in bucket {b}");
         }
+    }
+
+    /// The tracer on the host kernel (root and bpf(), as the sis_test host tests): a thread
+    /// at nice 7 sleeps 1 ms 200 times; its wake-ups are counted at nice 7 with waits that
+    /// are ordered (p50 <= p99 <= max) and no longer than the test itself.
+    #[test]
+    fn tracer_counts_wakeups_per_nice() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let go = Arc::new(AtomicBool::new(false));
+        let g = go.clone();
+        let th = std::thread::spawn(move || {
+            let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::id_t;
+            assert_eq!(unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, 7) }, 0);
+            while !g.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            for _ in 0..200 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let t0 = Instant::now();
+        let rep = measure(1.5, &|| {
+            go.store(true, Ordering::Relaxed);
+            false
+        })
+        .expect("the tracer loads on the host (needs root)");
+        th.join().unwrap();
+        let l = rep.levels.iter().find(|l| l.nice == 7).expect("no wake-up at nice 7");
+        assert!(l.count >= 200, "nice 7: {} wake-ups, want >= 200", l.count);
+        // quantiles are bucket upper ends: at most the upper end of the max's bucket
+        let max_hi = us(bucket_hi(bucket_of((l.max_us * 1000.0) as u64)) - 1);
+        assert!(l.p50_us <= l.p99_us && l.p99_us <= max_hi, "{l:?}");
+        assert!(l.max_us < t0.elapsed().as_secs_f64() * 1e6, "{l:?}");
+        assert!(rep.all.count >= l.count);
     }
 
     #[test]
