@@ -41,6 +41,18 @@ lat_pid=$!
 bg "$lat_pid"
 sleep 2
 
+# The scheduler's own wait figures: one monitor report whose interval spans the whole load
+# (its first request, before the load, opens the window; the second comes once the load is
+# stopped): next to nice -20 hogs the nice-0 loader can take longer than the client's 5 s
+# request timeout to answer.
+mon_pid=
+if [ "$sched" != none ]; then
+  at_nice -10 timeout "$((secs + 120))" scx_sisutil monitor --json --count 1 --interval "$((secs + 8))" > /tmp/mon.json 2> /tmp/mon.err &
+  mon_pid=$!
+  bg "$mon_pid"
+  sleep 3
+fi
+
 sleeper() { while [ ! -e /tmp/fair-stop ]; do sleep 0.02; done; }
 rm -f /tmp/fair-stop
 case "$scen" in
@@ -66,14 +78,6 @@ case "$scen" in
 esac
 info "load $scen started: $hogs hogs on $ncpu CPUs"
 
-# The scheduler's own wait figures: one monitor report (5 s) during the load, collected at
-# the end. It runs at nice -10, as an observer; under TCG its start-up alone takes seconds.
-if [ "$sched" != none ]; then
-  at_nice -10 timeout "$((secs + 60))" scx_sisutil monitor --json --count 1 --interval 5 > /tmp/mon.json 2> /tmp/mon.err &
-  mon_pid=$!
-  bg "$mon_pid"
-fi
-
 # Until the end of the load: the scheduler stays attached (checked every 2 s).
 end=$(deadline_in "$((secs - 5))")
 while before "$end"; do
@@ -87,12 +91,18 @@ done
 
 rc=0; wait "$lat_pid" || rc=$?
 touch /tmp/fair-stop
-for p in "${BG_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+for p in "${BG_PIDS[@]}"; do [ "$p" = "$mon_pid" ] || kill -TERM "$p" 2>/dev/null || true; done
 pkill -TERM hackbench 2>/dev/null || true
 pkill -TERM stress-ng 2>/dev/null || true
 [ "$rc" -eq 0 ] || fail "scx_sisutil latency exited $rc: $(head -c 300 /tmp/lat.err)"
 grep -q '^{' /tmp/lat.json || fail "scx_sisutil latency printed no JSON: $(head -c 300 /tmp/lat.json /tmp/lat.err)"
 ok "latency tracer ran across the load"
+
+echo "# wake-up latency under $scen (scheduler $(jq -r .scheduler /tmp/lat.json), $(jq -r '.duration_s' /tmp/lat.json) s), us:"
+echo "#  nice   wake-ups       p50       p99     p99.9        max  pending  pending_max"
+jq -r '.levels[], (.all | .nice = "all") | "#  \(.nice) \(.count) \(.p50_us) \(.p99_us) \(.p999_us) \(.max_us) \(.pending) \(.pending_max_us)"' /tmp/lat.json |
+  awk '{ printf "# %5s %10s %9s %9s %9s %10s %8s %12s\n", $2, $3, $4, $5, $6, $7, $8, $9 }'
+echo "LATENCY_JSON $scen $(cat /tmp/lat.json)"
 
 if [ "$sched" != none ]; then
   wait "$mon_pid" || true
@@ -104,12 +114,6 @@ if [ "$sched" != none ]; then
     fail "monitor: want 0 < p50 <= p99 <= max, got $p50 $p99 $wmax"
   ok "monitor reports the scheduler's waits (p50 <= p99 <= max)"
 fi
-
-echo "# wake-up latency under $scen (scheduler $(jq -r .scheduler /tmp/lat.json), $(jq -r '.duration_s' /tmp/lat.json) s), us:"
-echo "#  nice   wake-ups       p50       p99     p99.9        max  pending  pending_max"
-jq -r '.levels[], (.all | .nice = "all") | "#  \(.nice) \(.count) \(.p50_us) \(.p99_us) \(.p999_us) \(.max_us) \(.pending) \(.pending_max_us)"' /tmp/lat.json |
-  awk '{ printf "# %5s %10s %9s %9s %9s %10s %8s %12s\n", $2, $3, $4, $5, $6, $7, $8, $9 }'
-echo "LATENCY_JSON $scen $(cat /tmp/lat.json)"
 
 # Every nice level: longest wait (measured or still pending) within the bound.
 over=$(jq -r --argjson b "$((bound_ms * 1000))" \
