@@ -187,12 +187,15 @@ pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
     // the scx headers' fentry probe of sched_ext registration: not wanted here
     open.progs.scx_lib_init_probe.set_autoload(false);
     let mut sk = open.load().context("loading the latency tracer")?;
-    sk.attach().context("attaching the latency tracer to the sched tracepoints")?;
+    sk.attach()
+        .context("attaching the latency tracer to the sched tracepoints")?;
 
     let t0 = Instant::now();
     let end = t0 + Duration::from_secs_f64(duration);
     while Instant::now() < end && !shutdown() {
-        std::thread::sleep(Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())));
+        std::thread::sleep(
+            Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())),
+        );
     }
     let now = monotonic_ns();
     let elapsed = t0.elapsed().as_secs_f64();
@@ -292,7 +295,15 @@ fn print_table(r: &Report) {
     let row = |name: String, l: &Level| {
         println!(
             "{:>5} {:>10} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>11.1} {:>8} {:>12.1}",
-            name, l.count, l.mean_us, l.p50_us, l.p99_us, l.p999_us, l.max_us, l.pending, l.pending_max_us
+            name,
+            l.count,
+            l.mean_us,
+            l.p50_us,
+            l.p99_us,
+            l.p999_us,
+            l.max_us,
+            l.pending,
+            l.pending_max_us
         )
     };
     for l in &r.levels {
@@ -300,7 +311,10 @@ fn print_table(r: &Report) {
     }
     row("all".into(), &r.all);
     if r.dropped > 0 {
-        println!("({} wake-ups not tracked: too many runnable tasks)", r.dropped);
+        println!(
+            "({} wake-ups not tracked: too many runnable tasks)",
+            r.dropped
+        );
     }
 }
 
@@ -314,12 +328,33 @@ mod tests {
         // the highest value, u64::MAX, is in bucket 251
         assert_eq!(bucket_of(u64::MAX), 251);
         for i in 0..=251 {
-            assert_eq!(bucket_lo(i), prev_hi, "bucket {i} starts where {} ends", i.max(1) - 1);
+            assert_eq!(
+                bucket_lo(i),
+                prev_hi,
+                "bucket {i} starts where {} ends",
+                i.max(1) - 1
+            );
             prev_hi = bucket_hi(i);
         }
-        for ns in [0u64, 1, 3, 4, 5, 7, 8, 1000, 1023, 1024, 123_456_789, 5_000_000_000] {
+        for ns in [
+            0u64,
+            1,
+            3,
+            4,
+            5,
+            7,
+            8,
+            1000,
+            1023,
+            1024,
+            123_456_789,
+            5_000_000_000,
+        ] {
             let b = bucket_of(ns);
-            assert!(bucket_lo(b) <= ns && ns < bucket_hi(b), "{ns} in bucket {b}");
+            assert!(
+                bucket_lo(b) <= ns && ns < bucket_hi(b),
+                "{ns} in bucket {b}"
+            );
         }
     }
 
@@ -349,7 +384,11 @@ mod tests {
         })
         .expect("the tracer loads on the host (needs root)");
         th.join().unwrap();
-        let l = rep.levels.iter().find(|l| l.nice == 7).expect("no wake-up at nice 7");
+        let l = rep
+            .levels
+            .iter()
+            .find(|l| l.nice == 7)
+            .expect("no wake-up at nice 7");
         assert!(l.count >= 200, "nice 7: {} wake-ups, want >= 200", l.count);
         // quantiles are bucket upper ends: at most the upper end of the max's bucket
         let max_hi = us(bucket_hi(bucket_of((l.max_us * 1000.0).round() as u64)) - 1);

@@ -202,8 +202,9 @@ fn main() {
         }
         Some(Cmd::Features { names }) => features::features_main(&names),
         Some(Cmd::ScanTable(o)) => util::scan_table_main(&o),
-        Some(Cmd::Latency(o)) => shutdown_flag()
-            .and_then(|s| latency::latency_main(&o, &|| s.load(Ordering::Relaxed))),
+        Some(Cmd::Latency(o)) => {
+            shutdown_flag().and_then(|s| latency::latency_main(&o, &|| s.load(Ordering::Relaxed)))
+        }
     };
     if let Err(e) = res {
         eprintln!("scx_sisutil: error: {e:#}");

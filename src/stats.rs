@@ -204,7 +204,11 @@ impl Metrics {
         self.wait_p50_us = us(quantile(&self.wait_hist, 0.50));
         self.wait_p99_us = us(quantile(&self.wait_hist, 0.99));
         self.wait_max_us = us(hist_max(&self.wait_hist));
-        let n = self.wait_hist.iter().rposition(|&c| c > 0).map_or(0, |i| i + 1);
+        let n = self
+            .wait_hist
+            .iter()
+            .rposition(|&c| c > 0)
+            .map_or(0, |i| i + 1);
         self.wait_hist.truncate(n);
     }
 
@@ -263,7 +267,11 @@ impl Metrics {
         writeln!(
             w,
             "wait waits {} mean {:.1} p50 {:.1} p99 {:.1} max {:.1} (us, runnable -> running)",
-            self.wait_count, self.wait_mean_us, self.wait_p50_us, self.wait_p99_us, self.wait_max_us
+            self.wait_count,
+            self.wait_mean_us,
+            self.wait_p50_us,
+            self.wait_p99_us,
+            self.wait_max_us
         )?;
         writeln!(
             w,

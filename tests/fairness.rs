@@ -94,7 +94,9 @@ fn fair(name: &str, kernel: &str, scen: &str, load_s: u32) {
         "dmesg: no abnormal sched_ext disable",
     ] {
         assert!(
-            stdout.lines().any(|l| l.starts_with("ok: ") && l.contains(want)),
+            stdout
+                .lines()
+                .any(|l| l.starts_with("ok: ") && l.contains(want)),
             "{name}: check '{want}' did not run"
         );
     }
