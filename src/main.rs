@@ -32,15 +32,16 @@ Features (kernel sched_feat names; NO_X turns X off):
 
 Examples:
   sudo scx_sisutil                              run with --preset patched
-  sudo scx_sisutil --preset vanilla --stats 1   the seeds' baselines, print stats each second
+  sudo scx_sisutil --preset vanilla --stats 1   every patch off (SIS_PROP depth), stats each second
   sudo scx_sisutil features NO_SIS_UTIL SIS_PROP switch live, no reload
   sudo scx_sisutil monitor --json --count 5     SIS statistics of the running scheduler
-  scx_sisutil scan-table --llc-weight 112       the SIS_UTIL depth table of seed 004
+  scx_sisutil scan-table --llc-weight 112       SIS_UTIL's depth per utilization (its commit's table)
   sudo scx_sisutil latency --duration 30        wake-up latency per nice level, any scheduler
   tools/vm -- 'scx_sisutil & sleep 5; scx_sisutil monitor --count 1'   on a host without sched_ext";
 
 #[derive(Parser, Debug)]
-#[command(name = "scx_sisutil", version, about, after_help = AFTER_HELP, args_conflicts_with_subcommands = true)]
+#[command(name = "scx_sisutil", about, after_help = AFTER_HELP, args_conflicts_with_subcommands = true,
+          disable_version_flag = true)]
 pub struct Cli {
     #[command(subcommand)]
     cmd: Option<Cmd>,
@@ -59,7 +60,7 @@ enum Cmd {
         /// X turns X on, NO_X off; comma or space separated
         names: Vec<String>,
     },
-    /// Print SIS_UTIL's scan depth for each utilization (seed 004's table)
+    /// Print SIS_UTIL's scan depth for each utilization (the table of \"sched/fair: Introduce SIS_UTIL to search idle CPU based on sum of util_avg\")
     ScanTable(util::ScanTableOpts),
     /// Wake-up latency (runnable -> running) per nice level under any scheduler (BPF tracer)
     Latency(latency::LatencyOpts),
@@ -93,9 +94,24 @@ pub struct RunOpts {
     /// Describe every statistic and exit
     #[arg(long)]
     pub help_stats: bool,
+    /// Only print the running scheduler's statistics every SECS seconds (no scheduler is
+    /// started; the same as `scx_sisutil monitor --interval SECS`)
+    #[arg(long, value_parser = stats::parse_interval)]
+    pub monitor: Option<f64>,
+    /// Print the version with its build id and exit
+    #[arg(short = 'V', long)]
+    pub version: bool,
     /// More output (-vv: libbpf debug)
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    #[command(flatten, next_help_heading = "Libbpf options")]
+    pub libbpf: scx_utils::libbpf_clap_opts::LibbpfOpts,
+}
+
+/// `scx_sisutil 1.2.3 (build id)`, as every scx scheduler prints it.
+pub fn full_version() -> String {
+    let id = option_env!("SISUTIL_BUILD_ID").unwrap_or("");
+    scx_utils::build_id::full_version(&format!("{}{id}", env!("CARGO_PKG_VERSION")))
 }
 
 fn init_log(verbose: u8) {
@@ -149,8 +165,21 @@ fn shutdown_flag() -> Result<Arc<AtomicBool>> {
 }
 
 fn run(opts: RunOpts) -> Result<()> {
+    if opts.version {
+        println!("scx_sisutil {}", full_version());
+        return Ok(());
+    }
     if opts.help_stats {
         return stats::help_stats();
+    }
+    if let Some(secs) = opts.monitor {
+        let mopts = stats::MonitorOpts {
+            interval: secs,
+            count: None,
+            json: false,
+        };
+        let s = shutdown_flag()?;
+        return stats::monitor(&mopts, &|| s.load(Ordering::Relaxed));
     }
     let feat = features::apply(features::preset(opts.preset), &opts.features)?;
     preflight()?;
