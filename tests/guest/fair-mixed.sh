@@ -50,7 +50,14 @@ if [ "$sched" != none ]; then
   at_nice -10 timeout "$((secs + 120))" scx_sisutil monitor --json --count 1 --interval "$((secs + 8))" > /tmp/mon.json 2> /tmp/mon.err &
   mon_pid=$!
   bg "$mon_pid"
+  # its first request must be answered before the load starts: wait for the connection
+  dl=$(deadline_in 60)
+  until netstat -xn 2>/dev/null | grep -q 'CONNECTED.*/scx/root/stats'; do
+    before "$dl" || fail "monitor not connected to the stats socket within 60 s: $(head -c 300 /tmp/mon.err)"
+    sleep 0.5
+  done
   sleep 3
+  info "monitor connected: its report spans the load"
 fi
 
 sleeper() { while [ ! -e /tmp/fair-stop ]; do sleep 0.02; done; }
