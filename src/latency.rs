@@ -199,6 +199,11 @@ pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
     }
     let now = monotonic_ns();
     let elapsed = t0.elapsed().as_secs_f64();
+    // detach first: the maps stop changing while they are read (under load, reading takes
+    // a while and the pending map would fill with wake-ups from after `now`)
+    sk.links.waitlat_wakeup = None;
+    sk.links.waitlat_wakeup_new = None;
+    sk.links.waitlat_switch = None;
 
     let mut levels: Vec<Level> = (0..NR_NICE)
         .map(|k| Level {
