@@ -11,6 +11,8 @@ mod scheduler;
 mod sis_model;
 #[cfg(test)]
 mod sis_test;
+#[cfg(test)]
+mod vtime_model;
 mod stats;
 mod topology;
 mod util;
