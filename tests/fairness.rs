@@ -72,7 +72,8 @@ fn fair(name: &str, kernel: &str, scen: &str, load_s: u32) {
         "==== fair {name}: kernel {kernel}, smp {SMP16}: `{script}` -> exit {:?}, {wall:.1} s wall",
         out.status.code()
     );
-    for l in stdout.lines().filter(|l| !l.starts_with("LATENCY_JSON")) {
+    // (LATENCY_JSON too: tools/soak's log keeps the tracer's whole report)
+    for l in stdout.lines() {
         println!("[{name}] {l}");
     }
     for l in String::from_utf8_lossy(&out.stderr).lines() {
