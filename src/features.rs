@@ -275,7 +275,7 @@ pub fn write_live(word: u64) -> Result<()> {
 
 /// A SIGKILLed instance leaves its pin behind: the map then belongs to no scheduler, and
 /// reading or writing it would report a state that nothing runs with.
-fn check_running() -> Result<()> {
+pub fn check_running() -> Result<()> {
     let sysfs = Path::new("/sys/kernel/sched_ext");
     if !sysfs.exists() {
         bail!(

@@ -2,6 +2,7 @@
 //! scx_sisutil: the kernel's CFS wake-up placement and five kernel patches as
 //! live-switchable, measurable sched_ext policies.
 
+mod ab;
 mod bpf_intf;
 mod bpf_skel;
 mod features;
@@ -62,6 +63,9 @@ enum Cmd {
         /// X turns X on, NO_X off; comma or space separated
         names: Vec<String>,
     },
+    /// A/B two feature sets on the running scheduler: run CMD round after round, switching
+    /// live between rounds in ABBA order; medians, difference with a 95 % interval, verdict
+    Ab(ab::AbOpts),
     /// Print SIS_UTIL's scan depth for each utilization (the table of \"sched/fair: Introduce SIS_UTIL to search idle CPU based on sum of util_avg\")
     ScanTable(util::ScanTableOpts),
     /// Wake-up latency (runnable -> running) per nice level under any scheduler (BPF tracer)
@@ -232,6 +236,7 @@ fn main() {
             shutdown_flag().and_then(|s| stats::monitor(&o, &|| s.load(Ordering::Relaxed)))
         }
         Some(Cmd::Features { names }) => features::features_main(&names),
+        Some(Cmd::Ab(o)) => shutdown_flag().and_then(|s| ab::ab_main(&o, s)),
         Some(Cmd::ScanTable(o)) => util::scan_table_main(&o),
         Some(Cmd::Latency(o)) => {
             shutdown_flag().and_then(|s| latency::latency_main(&o, &|| s.load(Ordering::Relaxed)))

@@ -84,6 +84,7 @@ impl<'a> Scheduler<'a> {
         rodata.imbalance_pct = opts.imbalance_pct;
 
         let mut skel = scx_ops_load!(skel, sisutil_ops, uei)?;
+        info!("verifier: {}", verified_insns(&skel));
 
         skel.maps
             .sis_features
@@ -273,6 +274,34 @@ impl<'a> Scheduler<'a> {
         let _ = self.struct_ops.take();
         uei_report!(&self.skel, uei)
     }
+}
+
+/// The verifier's work per program (veristat's verified_insns): `name=N ...`, so that a
+/// change that makes the wake path harder to verify shows in the log and in the VM tests.
+fn verified_insns(skel: &BpfSkel<'_>) -> String {
+    use libbpf_rs::skel::Skel;
+    use std::os::fd::{AsFd, AsRawFd};
+    skel.object()
+        .progs()
+        .map(|p| {
+            let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+            let mut len = std::mem::size_of_val(&info) as u32;
+            let ret = unsafe {
+                libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
+                    p.as_fd().as_raw_fd(),
+                    &mut info,
+                    &mut len,
+                )
+            };
+            let n = if ret == 0 {
+                info.verified_insns.to_string()
+            } else {
+                "?".into()
+            };
+            format!("{}={n}", p.name().to_string_lossy())
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn pin_features(skel: &mut BpfSkel<'_>) -> Result<()> {

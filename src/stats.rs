@@ -382,6 +382,25 @@ fn connect(shutdown: &dyn Fn() -> bool) -> Result<Option<StatsClient>> {
     }
 }
 
+/// A client of the running scheduler's stats server, or one clear line why there is none.
+pub fn connect_once() -> Result<StatsClient> {
+    match StatsClient::new().connect(Some(5000)) {
+        Ok(c) => {
+            foreign_server()?;
+            Ok(c)
+        }
+        Err(e) => match e.downcast_ref::<std::io::Error>().map(|e| e.kind()) {
+            Some(std::io::ErrorKind::NotFound) | Some(std::io::ErrorKind::ConnectionRefused) => {
+                bail!("no running scx_sisutil (no stats socket at /var/run/scx/root/stats): start it with `sudo scx_sisutil`")
+            }
+            Some(std::io::ErrorKind::PermissionDenied) => {
+                bail!("reading scx_sisutil statistics needs root (the stats socket is root-only)")
+            }
+            _ => Err(e),
+        },
+    }
+}
+
 /// The stats socket is shared by every scx scheduler: one that is not scx_sisutil answers
 /// with other statistics. Name it instead of waiting for it to turn into scx_sisutil.
 fn foreign_server() -> Result<()> {

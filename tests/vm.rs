@@ -47,6 +47,44 @@ struct Outcome {
     stdout: String,
 }
 
+/// Runs tools/vm to completion and returns its output. Its stderr (the harness's timestamped
+/// progress: kernel, guest image, boot, init, scheduler attach/detach) is forwarded line by
+/// line as it arrives through eprintln: `cargo test -- --nocapture` shows a guest's progress
+/// live, a normal run keeps it in the captured output of the test.
+fn output_forwarding_progress(name: &str, cmd: &mut Command) -> std::process::Output {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run tools/vm");
+    let err = child.stderr.take().expect("tools/vm stderr");
+    let tag = name.to_string();
+    let forward = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        for line in BufReader::new(err).split(b'\n') {
+            let Ok(line) = line else { break };
+            eprintln!("[{tag}] vm: {}", String::from_utf8_lossy(&line));
+            all.extend_from_slice(&line);
+            all.push(b'\n');
+        }
+        all
+    });
+    let mut stdout = Vec::new();
+    let _ = child
+        .stdout
+        .take()
+        .expect("tools/vm stdout")
+        .read_to_end(&mut stdout);
+    let status = child.wait().expect("cannot wait for tools/vm");
+    let stderr = forward.join().unwrap_or_default();
+    std::process::Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
 /// Boot a guest with `kernel` and `smp`, run `script` (a command line for the guest's
 /// busy-box sh), print everything, and return the outcome.
 fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> Outcome {
@@ -56,8 +94,8 @@ fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> 
     let attach = std::env::var("SISUTIL_VMTEST_ATTACH_TIMEOUT").unwrap_or_else(|_| "60".into());
     let load0 = loadavg();
     let t0 = Instant::now();
-    let out = Command::new(repo().join("tools/vm"))
-        .args(["--kernel", kernel, "--smp", smp, "--no-build"])
+    let mut cmd = Command::new(repo().join("tools/vm"));
+    cmd.args(["--kernel", kernel, "--smp", smp, "--no-build"])
         .args(["--timeout", &timeout_s.to_string()])
         .arg("--log")
         .arg(&console)
@@ -66,12 +104,10 @@ fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> 
         .arg(script)
         // The binary cargo built for this test run, whatever the profile.
         .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("cannot run tools/vm");
+        .stdin(Stdio::null());
+    let out = output_forwarding_progress(name, &mut cmd);
     let secs = t0.elapsed().as_secs_f64();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
 
     println!(
         "==== vmtest {name}: kernel {kernel}, smp {smp}: `{script}` -> exit {:?}, {secs:.1} s wall \
@@ -82,9 +118,7 @@ fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> 
     for l in stdout.lines() {
         println!("[{name}] {l}");
     }
-    for l in stderr.lines() {
-        println!("[{name}] vm: {l}");
-    }
+    // (tools/vm's stderr was forwarded as it arrived, above the guest's output.)
     println!(
         "==== vmtest {name}: {secs:.1} s wall; console log {}",
         console.display()
@@ -157,6 +191,71 @@ fn basic(name: &str, kernel: &str, smp: &str) {
         disabled, 3,
         "{name}: want 3 'state disabled' checks (SIGTERM, SIGKILL, SIGINT)"
     );
+    verifier_record(name, &o.stdout);
+}
+
+/// The verifier's instruction count per BPF program (the loader logs `verifier: prog=N ...`
+/// at start), against the record in docs/verifier-insns.txt (`TEST PROG N` lines): every
+/// program must have a record, and none may grow by more than 25 % over it without the
+/// record being updated in the same change (SISUTIL_VERIFIER_RECORD=1 rewrites this test's
+/// lines), so that complexity growth shows in review.
+fn verifier_record(name: &str, stdout: &str) {
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split_once("verifier: ").map(|(_, r)| r.to_string()))
+        .unwrap_or_else(|| panic!("{name}: the scheduler logged no 'verifier:' line"));
+    let now: Vec<(String, u64)> = line
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| {
+            let n = v
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}: verified_insns of {k} is '{v}'"));
+            (k.to_string(), n)
+        })
+        .collect();
+    assert!(!now.is_empty(), "{name}: empty verifier line '{line}'");
+    let path = repo().join("docs/verifier-insns.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    if std::env::var_os("SISUTIL_VERIFIER_RECORD").is_some() {
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with('#') || l.split_whitespace().next() != Some(name))
+            .map(String::from)
+            .collect();
+        lines.extend(now.iter().map(|(p, n)| format!("{name} {p} {n}")));
+        std::fs::write(&path, lines.join("\n") + "\n").expect("writing docs/verifier-insns.txt");
+        println!(
+            "{name}: recorded {} programs in {}",
+            now.len(),
+            path.display()
+        );
+        return;
+    }
+    let mut bad = vec![];
+    for (p, n) in &now {
+        let rec = text.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[0] == name && f[1] == p).then(|| f[2].parse::<u64>().ok())?
+        });
+        match rec {
+            None => bad.push(format!("{p}: {n} insns, no record")),
+            Some(r) => {
+                println!(
+                    "verifier {name} {p}: {n} insns (recorded {r}, {:+.1} %)",
+                    (*n as f64 - r as f64) * 100.0 / r.max(1) as f64
+                );
+                if *n * 100 > r * 125 {
+                    bad.push(format!("{p}: {n} insns, > 125 % of the recorded {r}"));
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "{name}: verifier complexity not recorded in docs/verifier-insns.txt (rerun with \
+         SISUTIL_VERIFIER_RECORD=1 and commit the record): {bad:?}"
+    );
 }
 
 #[test]
@@ -201,6 +300,7 @@ fn features_live(name: &str, kernel: &str) {
             "SIS_UTIL under overload: scan_skipped",
             "SIS_UTIL under overload:",
             "unbounded scan:",
+            "features restored",
             "exit status after SIGTERM = 0",
             "dmesg: no abnormal sched_ext disable",
         ],
@@ -355,4 +455,39 @@ fn errors_host_no_sched_ext() {
         "want '{want}...', got '{}'",
         lines[0]
     );
+}
+
+/// A guest whose CPUs never run - what a host looks like whose /dev/kvm opens but whose KVM
+/// executes nothing - is stopped once its console has been silent for SISUTIL_SILENCE_LIMIT
+/// seconds, with a message, instead of waiting for --timeout. QEMU's -S (start with the CPUs
+/// stopped) makes that guest here, under TCG; it costs no CPU while it waits.
+#[test]
+fn silent_guest_is_stopped() {
+    let t0 = Instant::now();
+    let mut cmd = Command::new(repo().join("tools/vm"));
+    cmd.args(["--kernel", "7", "--no-build"])
+        .args(["--timeout", "300", "--", "true"])
+        .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
+        .env("SISUTIL_ACCEL", "tcg")
+        .env("SISUTIL_QEMU_ARGS", "-S")
+        .env("SISUTIL_SILENCE_LIMIT", "5")
+        .stdin(Stdio::null());
+    let out = output_forwarding_progress("silent_guest_is_stopped", &mut cmd);
+    let secs = t0.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!(
+        "silent guest: exit {:?} after {secs:.1} s",
+        out.status.code()
+    );
+    assert_eq!(out.status.code(), Some(125), "stderr:\n{stderr}");
+    assert!(
+        stderr.contains("the guest printed nothing on its console in 5 s"),
+        "no silence message:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("kernel started"),
+        "a guest with stopped CPUs printed:\n{stderr}"
+    );
+    // Far below --timeout 300: the silence limit stopped it (image build and probe included).
+    assert!(secs < 120.0, "took {secs:.1} s");
 }
