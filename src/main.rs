@@ -12,11 +12,11 @@ mod scheduler;
 mod sis_model;
 #[cfg(test)]
 mod sis_test;
-#[cfg(test)]
-mod vtime_model;
 mod stats;
 mod topology;
 mod util;
+#[cfg(test)]
+mod vtime_model;
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
