@@ -3,7 +3,8 @@
  * `scx_sisutil latency`: wake-up latency of every task, whatever schedules it
  * (EEVDF, scx_sisutil, any sched_ext scheduler). Runnable -> running delay from
  * the scheduler tracepoints:
- *   sched_wakeup / sched_wakeup_new   the task became runnable (it was enqueued)
+ *   sched_wakeup / sched_wakeup_new   the task became runnable (it was enqueued;
+ *                                     a task still on its CPU starts no wait)
  *   sched_switch, prev still TASK_RUNNING  preempted: runnable again from now
  *   sched_switch, next                it runs: delay = now - runnable time
  * into log2 histograms (4 sub-buckets per octave) per nice level, per CPU (no
@@ -92,6 +93,14 @@ static __always_inline void mark_runnable(struct task_struct *p, u64 flags)
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(waitlat_wakeup, struct task_struct *p)
 {
+	/*
+	 * A wake-up of a task that is on a CPU (it was woken before it could
+	 * block: ttwu_runnable()) starts no wait: it may go on running, and
+	 * schedule() can pick it again with no sched_switch at all. If it is
+	 * switched out still runnable, sched_switch starts its wait.
+	 */
+	if (BPF_CORE_READ(p, on_cpu))
+		return 0;
 	/* BPF_NOEXIST: a wake-up of a task already waiting keeps its start */
 	mark_runnable(p, BPF_NOEXIST);
 	return 0;
