@@ -81,8 +81,16 @@ done
 rc=0; wait "$lat_pid" || rc=$?
 touch /tmp/fair-stop
 for p in "${BG_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-pkill -TERM hackbench 2>/dev/null || true
-pkill -TERM stress-ng 2>/dev/null || true
+# hackbench's senders and receivers outlive a SIGTERM of their parent: KILL them all, and
+# wait until they are gone (the checks below must not run under the load)
+pkill -KILL hackbench 2>/dev/null || true
+pkill -KILL stress-ng 2>/dev/null || true
+dl=$(deadline_in 60)
+while pgrep -x hackbench > /dev/null || pgrep stress-ng > /dev/null; do
+  before "$dl" || fail "the $scen load still runs 60 s after SIGKILL"
+  sleep 0.5
+done
+info "load stopped"
 [ "$rc" -eq 0 ] || fail "scx_sisutil latency exited $rc: $(head -c 300 /tmp/lat.err)"
 grep -q '^{' /tmp/lat.json || fail "scx_sisutil latency printed no JSON: $(head -c 300 /tmp/lat.json /tmp/lat.err)"
 ok "latency tracer ran across the load"
