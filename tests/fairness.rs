@@ -21,18 +21,18 @@ use std::time::Instant;
 /// One LLC of 16 CPUs, no SMT.
 const SMP16: &str = "16,sockets=1,cores=16,threads=1";
 
-/// The stated bound on any wait, in guest ms. The scheduler's rules (docs/DESIGN.md,
-/// "Fairness and waits") bound a task's queueing by the wait guard: its deadline key is at
-/// most the LLC clock's advance over VT_GUARD_NS = 200 ms ahead of the clock, later tasks'
-/// keys at most as far behind, so it runs within 2 x 200 ms of clock progress plus the
-/// queue ahead of it, N/n slices (N runnable tasks on n CPUs: ~200 / 16 x 5 ms = 63 ms):
-/// ~0.46 s whatever its weight. Tasks whose weight gives a nearer EEVDF deadline (nice -20
-/// next to nice-0 work) wait less. Under TCG the guest clock runs on while a vCPU is not
-/// emulated: QEMU's single-threaded TCG kicks the running vCPU every 100 ms, so with 16
-/// busy vCPUs a vCPU can stand still for up to ~1.6 s of guest time, which any wait can
-/// include. 3 s = the model's 0.46 s + one such round + margin; the same loads under EEVDF
-/// in these guests show waits of 7-29 s (docs/results/fairness-16cpu-2026-11-23).
-const WAIT_BOUND_MS: u32 = 3000;
+/// The stated bound on any wait, in guest ms: a regression guard against starvation,
+/// not a latency measurement (src/vtime_model.rs checks the rules' own bound, ~0.47 s here,
+/// without emulation). The scheduler's rules (docs/DESIGN.md, "Fairness and waits") bound
+/// a task's queueing by the wait guard: it runs within 2 x 200 ms of clock progress plus
+/// the queue ahead of it, whatever its weight. Under TCG the guest clock runs on while a
+/// vCPU is not emulated: QEMU's single-threaded TCG runs one vCPU at a time and kicks it
+/// every 100 ms, so with 16 busy vCPUs a vCPU can stand still for ~1.6 s of guest time,
+/// more when the host is overloaded and QEMU's thread itself waits. Measured maxima on
+/// 7.3.4: 1.0, 2.0 and 4.0 s (the last at a host load of ~8 on 2 cores). 5 s leaves that
+/// margin; the same load under EEVDF in these guests gives waits of 7-29 s, and the
+/// scheduler before this rework was ejected after ~30 s (docs/results/fairness-16cpu-2026-11-23).
+const WAIT_BOUND_MS: u32 = 5000;
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
