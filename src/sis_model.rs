@@ -414,6 +414,7 @@ pub fn stat_name(i: usize) -> &'static str {
         "STEAL",
         "KICK",
         "KICK_ATOMIC",
+        "KICK_SCANNED",
     ];
     NAMES.get(i).copied().unwrap_or("?")
 }

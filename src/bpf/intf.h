@@ -85,6 +85,7 @@ enum sis_stat {
 	STAT_STEAL,		/* dispatches pulled from another LLC */
 	STAT_KICK,		/* idle CPUs kicked */
 	STAT_KICK_ATOMIC,	/* atomic writes to the kick-pending word */
+	STAT_KICK_SCANNED, /* CPUs probed by the enqueue path's kick search */
 	STAT_NR,
 };
 
