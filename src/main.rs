@@ -5,6 +5,7 @@
 mod ab;
 mod bpf_intf;
 mod bpf_skel;
+mod cost;
 mod features;
 mod scheduler;
 #[cfg(test)]
@@ -64,6 +65,10 @@ enum Cmd {
     Ab(ab::AbOpts),
     /// Print SIS_UTIL's scan depth for each utilization (the table of \"sched/fair: Introduce SIS_UTIL to search idle CPU based on sum of util_avg\")
     ScanTable(util::ScanTableOpts),
+    /// What one wake-up placement costs on this CPU per policy, LLC size and load (the
+    /// scheduler's own BPF path, run natively; root, no sched_ext needed); --loader: the
+    /// loader's per-interval work
+    PlacementCost(cost::CostOpts),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -232,6 +237,7 @@ fn main() {
         Some(Cmd::Features { names }) => features::features_main(&names),
         Some(Cmd::Ab(o)) => shutdown_flag().and_then(|s| ab::ab_main(&o, s)),
         Some(Cmd::ScanTable(o)) => util::scan_table_main(&o),
+        Some(Cmd::PlacementCost(o)) => cost::cost_main(&o),
     };
     if let Err(e) = res {
         eprintln!("scx_sisutil: error: {e:#}");
