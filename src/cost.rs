@@ -163,9 +163,9 @@ impl<'obj> CostBpf<'obj> {
             .context("opening the placement-cost BPF object")?;
         // fentry/bpf_scx_reg from the scx headers: sched_ext is not needed here
         open.progs.scx_lib_init_probe.set_autoload(false);
-        let skel = open
-            .load()
-            .context("loading the placement-cost BPF object (bpf() refused? -v shows libbpf's log)")?;
+        let skel = open.load().context(
+            "loading the placement-cost BPF object (bpf() refused? -v shows libbpf's log)",
+        )?;
         Ok(CostBpf { skel })
     }
 
@@ -184,13 +184,18 @@ impl<'obj> CostBpf<'obj> {
         let sum = sum_util_for_pct(busy_pct as u64, n as u64);
         let depth = scan_depth(sum, n as u64, DEFAULT_IMBALANCE_PCT, false);
         let depth_small = scan_depth(sum, n as u64, DEFAULT_IMBALANCE_PCT, true);
-        let has_idle_core = smt && (0..n as usize / 2).any(|c| !is_busy[2 * c] && !is_busy[2 * c + 1]);
+        let has_idle_core =
+            smt && (0..n as usize / 2).any(|c| !is_busy[2 * c] && !is_busy[2 * c + 1]);
 
         let bss = self.skel.maps.bss_data.as_mut().context("no bss")?;
         // SAFETY: both are `struct sis_topo` of intf.h
         unsafe { copy_same_c_type(&*topo, &mut bss.topo) };
         bss.cost_idle = [0; MAX_CPUS / 64];
-        let wakers: Vec<usize> = if busy.is_empty() { (0..n as usize).collect() } else { busy.clone() };
+        let wakers: Vec<usize> = if busy.is_empty() {
+            (0..n as usize).collect()
+        } else {
+            busy.clone()
+        };
         for (i, &w) in wakers.iter().enumerate() {
             bss.wakers[i] = w as u16;
         }
@@ -227,7 +232,13 @@ impl<'obj> CostBpf<'obj> {
     }
 
     /// One BPF_PROG_TEST_RUN: (ns, placements, counters, direct).
-    fn run(&mut self, feat: u64, placements: u32, seed: u32, harness_only: bool) -> Result<(u64, u64, Vec<u64>, u64)> {
+    fn run(
+        &mut self,
+        feat: u64,
+        placements: u32,
+        seed: u32,
+        harness_only: bool,
+    ) -> Result<(u64, u64, Vec<u64>, u64)> {
         {
             let bss = self.skel.maps.bss_data.as_mut().context("no bss")?;
             bss.cost_cfg.features = feat;
@@ -248,7 +259,10 @@ impl<'obj> CostBpf<'obj> {
         }
         let out = &self.skel.maps.bss_data.as_ref().context("no bss")?.cost_out;
         if out.placements != placements as u64 {
-            bail!("the placement-cost program ran {} placements, not {placements}", out.placements);
+            bail!(
+                "the placement-cost program ran {} placements, not {placements}",
+                out.placements
+            );
         }
         Ok((out.ns, out.placements, out.cnt.to_vec(), out.direct))
     }
@@ -278,7 +292,11 @@ fn validate(opts: &CostOpts) -> Result<Vec<(String, u64)>> {
     if let Some(b) = opts.busy.iter().find(|&&b| b > 100) {
         bail!("--busy: {b} is over 100 (percent of the LLC's CPUs)");
     }
-    let specs = if opts.policies.is_empty() { default_policies() } else { opts.policies.clone() };
+    let specs = if opts.policies.is_empty() {
+        default_policies()
+    } else {
+        opts.policies.clone()
+    };
     specs.iter().map(|s| parse_policy(s)).collect()
 }
 
@@ -354,7 +372,16 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
 fn print_table(rows: &[Row]) {
     println!(
         "{:<28} {:>4} {:>5} {:>6} {:>10} {:>17} {:>8} {:>9} {:>7} {:>7}",
-        "policy", "llc", "busy%", "depth", "ns/place", "p25..p75", "harness", "examined", "kick", "direct%"
+        "policy",
+        "llc",
+        "busy%",
+        "depth",
+        "ns/place",
+        "p25..p75",
+        "harness",
+        "examined",
+        "kick",
+        "direct%"
     );
     for r in rows {
         println!(
@@ -381,9 +408,13 @@ import matplotlib.pyplot as plt
 rows = json.load(open(sys.argv[1]))
 loads = sorted({r["busy_pct"] for r in rows})
 pols = list(dict.fromkeys(r["policy"] for r in rows))
-fig, axes = plt.subplots(1, len(loads), squeeze=False, figsize=(3.6 * len(loads), 4.2), sharey=True)
+ncol = min(3, len(loads))
+nrow = (len(loads) + ncol - 1) // ncol
+fig, axes = plt.subplots(nrow, ncol, squeeze=False, figsize=(4.4 * ncol, 3.4 * nrow + 1.2), sharey=True)
+for ax in axes.flat[len(loads):]:
+    ax.axis("off")
 for j, b in enumerate(loads):
-    ax = axes[0][j]
+    ax = axes[j // ncol][j % ncol]
     for p in pols:
         pts = sorted((r["llc_weight"], r["ns_per_placement"], r["ns_p25"], r["ns_p75"])
                      for r in rows if r["policy"] == p and r["busy_pct"] == b)
@@ -398,11 +429,12 @@ for j, b in enumerate(loads):
     ax.set_title(f"{b} % busy", fontsize=9)
     ax.set_xlabel("CPUs in the LLC")
     ax.grid(True, which="both", alpha=0.3)
-axes[0][0].set_ylabel("ns per placement (median, p25..p75)")
+for row in axes:
+    row[0].set_ylabel("ns per placement\n(median, p25..p75)")
 h, l = axes[0][0].get_legend_handles_labels()
-fig.legend(h, l, loc="upper center", ncol=min(len(pols), 5), fontsize=8)
-fig.suptitle(sys.argv[3], y=0.02, fontsize=8)
-fig.tight_layout(rect=(0, 0.04, 1, 0.88))
+fig.legend(h, l, loc="upper center", ncol=min(len(pols), 4), fontsize=8)
+fig.text(0.5, 0.01, sys.argv[3], ha="center", fontsize=8)
+fig.tight_layout(rect=(0, 0.03, 1, 1 - 1.0 / (3.4 * nrow + 1.2)))
 fig.savefig(sys.argv[2], dpi=110)
 "#;
 
@@ -421,7 +453,11 @@ fn cpu_model() -> String {
 fn plot(rows: &[Row], path: &PathBuf) -> Result<()> {
     let data = std::env::temp_dir().join(format!("scx_sisutil-cost-{}.json", std::process::id()));
     std::fs::write(&data, serde_json::to_string(rows)?).context("writing the plot data")?;
-    let title = format!("scx_sisutil placement-cost on {} (kernel {})", cpu_model(), kernel_release());
+    let title = format!(
+        "scx_sisutil placement-cost on {} (kernel {})",
+        cpu_model(),
+        kernel_release()
+    );
     let out = std::process::Command::new("/usr/bin/python3")
         .arg("-c")
         .arg(PLOT_PY)
@@ -458,8 +494,6 @@ pub struct LoaderRow {
     pub us_p75: f64,
     pub interval_ms: u64,
     pub cpu_pct: f64,
-    /// bpf() calls per interval (the feature word is read through the map's mmap)
-    pub syscalls_per_interval: u32,
 }
 
 pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
@@ -467,11 +501,16 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
     let per = (opts.loader_llc as usize).min(n);
     let nr_llcs = n.div_ceil(per);
     if nr_llcs > bi::sis_consts_MAX_LLCS as usize {
-        bail!("--loader-cpus {n} in LLCs of {per}: {nr_llcs} LLCs, at most {}", bi::sis_consts_MAX_LLCS);
+        bail!(
+            "--loader-cpus {n} in LLCs of {per}: {nr_llcs} LLCs, at most {}",
+            bi::sis_consts_MAX_LLCS
+        );
     }
     let mut obj = MaybeUninit::uninit();
     let mut bpf = CostBpf::load(&mut obj)?;
-    let llcs: Vec<Vec<usize>> = (0..nr_llcs).map(|l| (l * per..((l + 1) * per).min(n)).collect()).collect();
+    let llcs: Vec<Vec<usize>> = (0..nr_llcs)
+        .map(|l| (l * per..((l + 1) * per).min(n)).collect())
+        .collect();
     let feat = features::preset(Preset::Patched);
     bpf.skel
         .maps
@@ -490,10 +529,16 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
             // between intervals the CPUs run and idle: new idle totals, some CPUs idle now
             let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
             for cpu in 0..n {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let cc = &mut bss.cpu_ctxs[cpu];
                 cc.idle_ns += (seed >> 33) % interval_ns;
-                cc.idle_start = if (seed >> 20) & 3 == 0 { now - (seed >> 40) % interval_ns } else { 0 };
+                cc.idle_start = if (seed >> 20) & 3 == 0 {
+                    now - (seed >> 40) % interval_ns
+                } else {
+                    0
+                };
             }
         }
         now += interval_ns;
@@ -522,7 +567,6 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
         us_p75: percentile(&us, 0.75),
         interval_ms: opts.interval_ms,
         cpu_pct: 100.0 * med / (opts.interval_ms as f64 * 1000.0),
-        syscalls_per_interval: 0,
     })
 }
 
@@ -533,8 +577,8 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
             println!("{}", serde_json::to_string_pretty(&r)?);
         } else {
             println!(
-                "loader: {} CPUs in LLCs of {}: {:.2} µs per interval (p25..p75 {:.2}..{:.2}, {} intervals), {:.4} % of one CPU at {} ms, {} bpf() calls per interval",
-                r.cpus, r.llc_weight, r.us_per_interval, r.us_p25, r.us_p75, r.intervals, r.cpu_pct, r.interval_ms, r.syscalls_per_interval
+                "loader: {} CPUs in LLCs of {}: {:.2} µs per interval (p25..p75 {:.2}..{:.2}, {} intervals), {:.4} % of one CPU at {} ms",
+                r.cpus, r.llc_weight, r.us_per_interval, r.us_p25, r.us_p75, r.intervals, r.cpu_pct, r.interval_ms
             );
         }
         return Ok(());
@@ -548,7 +592,13 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
     if opts.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        println!("# {} (kernel {}), {} runs of {} placements per case", cpu_model(), kernel_release(), opts.runs, opts.placements);
+        println!(
+            "# {} (kernel {}), {} runs of {} placements per case",
+            cpu_model(),
+            kernel_release(),
+            opts.runs,
+            opts.placements
+        );
         print_table(&rows);
     }
     if let Some(p) = &opts.plot {
@@ -556,4 +606,121 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
         eprintln!("placement-cost: wrote {}", p.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! What does not depend on timing: the CPUs each policy examines, exact where the
+    //! arithmetic fixes it. Needs root (bpf()); no skip without it.
+    use super::*;
+
+    fn opts(sizes: &[u32], busy: &[u32], smt: bool, policies: &[&str]) -> CostOpts {
+        CostOpts {
+            llc_sizes: sizes.to_vec(),
+            busy: busy.to_vec(),
+            smt,
+            policies: policies.iter().map(|s| s.to_string()).collect(),
+            runs: 2,
+            placements: 500,
+            json: true,
+            plot: None,
+            loader: false,
+            loader_cpus: 256,
+            loader_llc: 32,
+            interval_ms: 20,
+        }
+    }
+
+    fn row<'a>(rows: &'a [Row], policy: &str, n: u32, busy: u32) -> &'a Row {
+        rows.iter()
+            .find(|r| r.policy == policy && r.llc_weight == n && r.busy_pct == busy)
+            .unwrap_or_else(|| panic!("no row {policy} {n} {busy}"))
+    }
+
+    #[test]
+    fn placement_cost_examined_per_policy() {
+        let sizes = [8, 64, 256];
+        let rows = measure(
+            &opts(
+                &sizes,
+                &[0, 90, 100],
+                false,
+                &["vanilla", "patched", "unbounded"],
+            ),
+            false,
+        )
+        .expect("placement-cost");
+        for &n in &sizes {
+            for p in ["vanilla", "patched", "unbounded"] {
+                // all idle: target (or prev) is idle, the fast checks count one, no enqueue
+                let r = row(&rows, p, n, 0);
+                assert_eq!(r.cpus_examined, 1.0, "{p} {n} 0 %");
+                assert_eq!(r.direct_pct, 100.0, "{p} {n} 0 %");
+            }
+            // nothing idle: the kick search walks nothing (the word test), only the select path
+            let r = row(&rows, "unbounded", n, 100);
+            assert_eq!(
+                r.cpus_examined,
+                n as f64 + 1.0,
+                "unbounded scans the whole LLC"
+            );
+            assert_eq!(r.kick_scanned, 0.0);
+            // SIS_UTIL: the util sum of a full LLC gives nr_idle_scan 0, no scan at all
+            let r = row(&rows, "patched", n, 100);
+            assert_eq!(r.nr_idle_scan, 0);
+            assert_eq!(r.cpus_examined, 1.0, "patched at full load is O(1)");
+            // SIS_PROP: avg_idle 0 gives its minimum depth 4, and !--nr stops after 3 probes
+            let r = row(&rows, "vanilla", n, 100);
+            assert_eq!(r.cpus_examined, 4.0, "SIS_PROP's minimum depth");
+            for p in ["vanilla", "patched", "unbounded"] {
+                assert_eq!(row(&rows, p, n, 100).direct_pct, 0.0, "{p} {n} 100 %");
+            }
+            // 90 %: SIS_UTIL scans nothing (depth 0), so the enqueue's search finds the idle
+            // CPUs; the unbounded scan finds one itself
+            let r = row(&rows, "patched", n, 90);
+            assert_eq!(r.nr_idle_scan, 0);
+            assert!(r.kick_scanned >= 1.0 && r.direct_pct < 100.0, "{r:?}");
+            let r = row(&rows, "unbounded", n, 90);
+            assert_eq!((r.kick_scanned, r.direct_pct), (0.0, 100.0), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn placement_cost_examined_smt() {
+        let rows = measure(
+            &opts(&[16, 128], &[100], true, &["patched", "unbounded"]),
+            false,
+        )
+        .expect("placement-cost");
+        for n in [16, 128] {
+            // no idle core: select_idle_smt() visits prev's two threads first
+            assert_eq!(row(&rows, "patched", n, 100).cpus_examined, 3.0);
+            assert_eq!(
+                row(&rows, "unbounded", n, 100).cpus_examined,
+                n as f64 + 3.0
+            );
+        }
+    }
+
+    #[test]
+    fn placement_cost_policies_parse() {
+        assert_eq!(
+            parse_policy("vanilla+SIS_UTIL").unwrap().1,
+            features::preset(Preset::Vanilla) | bi::sis_feature_FEAT_SIS_UTIL as u64
+        );
+        let (_, u) = parse_policy("unbounded").unwrap();
+        assert!(!features::is_on(u, "SIS_UTIL") && !features::is_on(u, "SIS_PROP"));
+        for bad in ["", "fast", "vanilla+", "vanilla+NOPE", "patched++SIS_UTIL"] {
+            assert!(parse_policy(bad).is_err(), "{bad:?} accepted");
+        }
+        // one policy per feature patched turns on, plus the three
+        let d = default_policies();
+        assert_eq!(
+            d.len(),
+            3 + features::FEATURES
+                .iter()
+                .filter(|f| f.patched && !f.vanilla)
+                .count()
+        );
+    }
 }
