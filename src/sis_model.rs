@@ -44,8 +44,6 @@ use crate::topology::TopoDesc;
 
 pub const STAT_NR: usize = bi::sis_stat_STAT_NR as usize;
 
-
-
 pub type Cpumask = BTreeSet<usize>;
 
 /// The machine as the scheduler core sees it: cpumasks by CPU id.
@@ -269,7 +267,11 @@ impl Rq<'_> {
     /// wake_affine_idle(this_cpu, prev_cpu, sync), WA_IDLE_PREV as a feature
     fn wake_affine_idle(&mut self, this_cpu: usize, prev: usize, sync: bool) -> usize {
         if self.available_idle_cpu(this_cpu) && self.m.share_cache(this_cpu as i64, prev as i64) {
-            return if self.available_idle_cpu(prev) { prev } else { this_cpu };
+            return if self.available_idle_cpu(prev) {
+                prev
+            } else {
+                this_cpu
+            };
         }
         if sync && self.nr_running(this_cpu) == 1 {
             return this_cpu;
@@ -366,7 +368,12 @@ impl Rq<'_> {
     }
 
     /// select_idle_core(p, core, cpus, &idle_cpu)
-    fn select_idle_core(&mut self, core: usize, cpus: &mut Cpumask, idle_cpu: &mut Option<usize>) -> Option<usize> {
+    fn select_idle_core(
+        &mut self,
+        core: usize,
+        cpus: &mut Cpumask,
+        idle_cpu: &mut Option<usize>,
+    ) -> Option<usize> {
         let mut idle = true;
         for cpu in self.m.smt_mask(core) {
             self.domain_visits.push(cpu);
@@ -646,7 +653,11 @@ mod tests {
             recent: -1,
             wakee_id: 100,
             pcpu_kthread: false,
-            waker: Flips { last_wakee: 100, wakee_flips: 0, wakee_flip_decay_ts: 1000 },
+            waker: Flips {
+                last_wakee: 100,
+                wakee_flips: 0,
+                wakee_flip_decay_ts: 1000,
+            },
             wakee_flips: 0,
             hz: 250,
             jiffies: 1000,

@@ -50,8 +50,14 @@ const FEATURE_SETS: [(&str, u64); 6] = [
     ("none", 0),
     ("SIS_UTIL", F_SIS_UTIL),
     ("SIS_PROP", F_SIS_PROP),
-    ("SIS_PROP SIS_CORE WA_IDLE_PREV", F_SIS_PROP | F_SIS_CORE | F_WA_IDLE_PREV),
-    ("SIS_UTIL SIS_PROP SIS_CORE WA_WEIGHT", F_SIS_UTIL | F_SIS_PROP | F_SIS_CORE | F_WA_WEIGHT),
+    (
+        "SIS_PROP SIS_CORE WA_IDLE_PREV",
+        F_SIS_PROP | F_SIS_CORE | F_WA_IDLE_PREV,
+    ),
+    (
+        "SIS_UTIL SIS_PROP SIS_CORE WA_WEIGHT",
+        F_SIS_UTIL | F_SIS_PROP | F_SIS_CORE | F_WA_WEIGHT,
+    ),
     ("patched", PATCHED),
 ];
 
@@ -104,7 +110,10 @@ fn run_bpf(bpf: &mut Bpf, m: &Machine, llc_ids: &[usize], w: &Wakeup) -> Outcome
         .expect("BPF_PROG_TEST_RUN")
         .return_value;
     assert_eq!(ret, 0);
-    assert!(args.cpu != -2 && args.recent_out != i32::MIN, "outputs not written");
+    assert!(
+        args.cpu != -2 && args.recent_out != i32::MIN,
+        "outputs not written"
+    );
     let bss = bpf.skel.maps.bss_data.as_ref().expect("bss mmapped");
     let this = &bss.cpu_ctxs[w.this_cpu];
     Outcome {
@@ -231,7 +240,12 @@ fn diff(a_name: &str, a: &Outcome, b_name: &str, b: &Outcome) -> String {
     );
     for i in 0..STAT_NR {
         if a.cnt[i] != b.cnt[i] {
-            s += &format!("{} {a_name} {} {b_name} {}; ", stat_name(i), a.cnt[i], b.cnt[i]);
+            s += &format!(
+                "{} {a_name} {} {b_name} {}; ",
+                stat_name(i),
+                a.cnt[i],
+                b.cnt[i]
+            );
         }
     }
     s
@@ -378,7 +392,9 @@ fn random_state(rng: &mut StdRng, m: &Machine, features: u64) -> Wakeup {
             _ => weight,
         };
         nr_idle_scan.entry(id).or_insert(depth);
-        has_idle_cores.entry(id).or_insert_with(|| rng.gen_bool(0.5));
+        has_idle_cores
+            .entry(id)
+            .or_insert_with(|| rng.gen_bool(0.5));
     }
     let hz = [100, 250, 1000][rng.gen_range(0..3)];
     let jiffies = rng.gen_range(1_000u64..1_000_000);
@@ -493,7 +509,9 @@ fn convention_errors(o: &Outcome, w: &Wakeup) -> Vec<String> {
         ));
     }
     if fast == 1 && (scanned != 1 || dom_search != 0) {
-        e.push(format!("fast hit with scanned {scanned} domain_search {dom_search}"));
+        e.push(format!(
+            "fast hit with scanned {scanned} domain_search {dom_search}"
+        ));
     }
     if fast + dom_search != 1 {
         e.push(format!("fast {fast} + domain_search {dom_search} != 1"));
@@ -503,12 +521,17 @@ fn convention_errors(o: &Outcome, w: &Wakeup) -> Vec<String> {
         e.push(format!("cpu {} not allowed", o.cpu));
     }
     // depth bookkeeping: a SIS_PROP hit only with SIS_PROP on and SIS_UTIL off
-    if c(bi::sis_stat_STAT_HIT_SIS_PROP) > 0 && (w.features & F_SIS_UTIL != 0 || w.features & F_SIS_PROP == 0) {
+    if c(bi::sis_stat_STAT_HIT_SIS_PROP) > 0
+        && (w.features & F_SIS_UTIL != 0 || w.features & F_SIS_PROP == 0)
+    {
         e.push("SIS_PROP hit while SIS_UTIL decides the depth".into());
     }
     // the waker recorded the wakee
     if o.waker.last_wakee != w.wakee_id {
-        e.push(format!("last_wakee {} != {}", o.waker.last_wakee, w.wakee_id));
+        e.push(format!(
+            "last_wakee {} != {}",
+            o.waker.last_wakee, w.wakee_id
+        ));
     }
     e
 }
@@ -518,7 +541,10 @@ const STATES_PER_SET: usize = 10_008;
 
 /// The random comparison: every feature set on every topology. Returns the
 /// number of states and the failures (model vs BPF, or a convention broken).
-fn random_comparison(mutate: bool, max_failures: usize) -> (usize, Vec<String>, BTreeMap<String, usize>) {
+fn random_comparison(
+    mutate: bool,
+    max_failures: usize,
+) -> (usize, Vec<String>, BTreeMap<String, usize>) {
     let mut obj = MaybeUninit::uninit();
     let mut bpf = Bpf::load(&mut obj);
     let mut paths = BTreeMap::<String, usize>::new();
@@ -540,8 +566,12 @@ fn random_comparison(mutate: bool, max_failures: usize) -> (usize, Vec<String>, 
                 let want = sis_model::select_task_rq_fair(&m, &w, mutate);
                 let got = run_bpf(&mut bpf, &m, &ids, &w);
                 total += 1;
-                *paths.entry(format!("{fname}: {}", path_of(&want, &w))).or_default() += 1;
-                *paths.entry(format!("{fname}: {}", affine_of(&want))).or_default() += 1;
+                *paths
+                    .entry(format!("{fname}: {}", path_of(&want, &w)))
+                    .or_default() += 1;
+                *paths
+                    .entry(format!("{fname}: {}", affine_of(&want)))
+                    .or_default() += 1;
                 *paths.entry(format!("sets: {fname}")).or_default() += 1;
                 for (who, out) in [("model", &want), ("bpf", &got)] {
                     for e in convention_errors(out, &w) {
@@ -574,7 +604,10 @@ fn random_comparison(mutate: bool, max_failures: usize) -> (usize, Vec<String>, 
 fn sis_random_states_match_model() {
     let started = std::time::Instant::now();
     let (total, failures, paths) = random_comparison(sis_model::mutate_from_env(), usize::MAX);
-    println!("{total} states in {:.2}s, paths:", started.elapsed().as_secs_f64());
+    println!(
+        "{total} states in {:.2}s, paths:",
+        started.elapsed().as_secs_f64()
+    );
     for (p, n) in &paths {
         println!("  {p:<60} {n}");
     }
@@ -582,7 +615,10 @@ fn sis_random_states_match_model() {
         for f in failures.iter().take(10) {
             eprintln!("MISMATCH {f}");
         }
-        panic!("{} failures in {total} states (model differs, or the counting convention broken)", failures.len());
+        panic!(
+            "{} failures in {total} states (model differs, or the counting convention broken)",
+            failures.len()
+        );
     }
     // >= 10,000 states per feature set, and every way through reached
     for (fname, _) in FEATURE_SETS {
@@ -627,7 +663,10 @@ fn sis_random_states_catch_a_mutated_model() {
         !failures.is_empty(),
         "the mutated model agreed with the BPF on all {total} states: the test cannot fail"
     );
-    assert!(failures.iter().any(|f| f.contains("SCANNED")), "{failures:?}");
+    assert!(
+        failures.iter().any(|f| f.contains("SCANNED")),
+        "{failures:?}"
+    );
 }
 
 /// A hand-worked case: the expected CPU, recent_used_cpu afterwards, every
@@ -676,7 +715,12 @@ fn base(desc: &TopoDesc, features: u64, this: usize, prev: usize, idle: &[usize]
         load: BTreeMap::new(),
         nr_idle_scan: m
             .cpus()
-            .map(|c| (m.llc_id_of(c).unwrap(), m.llc_span_of(c).unwrap().len() as u64))
+            .map(|c| {
+                (
+                    m.llc_id_of(c).unwrap(),
+                    m.llc_span_of(c).unwrap().len() as u64,
+                )
+            })
             .collect(),
         has_idle_cores: m.cpus().map(|c| (m.llc_id_of(c).unwrap(), false)).collect(),
         idle,
@@ -694,9 +738,8 @@ use bi::{
     sis_stat_STAT_FAST as FAST, sis_stat_STAT_HIT_SIS_CORE as HIT_CORE,
     sis_stat_STAT_HIT_SIS_PROP as HIT_PROP, sis_stat_STAT_HIT_SIS_UTIL as HIT_UTIL,
     sis_stat_STAT_HIT_WA_IDLE_PREV as HIT_IDLE_PREV, sis_stat_STAT_HIT_WA_WEIGHT as HIT_WEIGHT,
-    sis_stat_STAT_SCANNED as SCANNED,
-    sis_stat_STAT_SCAN_SKIPPED as SKIPPED, sis_stat_STAT_SEARCH as SEARCH,
-    sis_stat_STAT_SMT as SMT, sis_stat_STAT_WAKE_AFFINE as AFFINE,
+    sis_stat_STAT_SCANNED as SCANNED, sis_stat_STAT_SCAN_SKIPPED as SKIPPED,
+    sis_stat_STAT_SEARCH as SEARCH, sis_stat_STAT_SMT as SMT, sis_stat_STAT_WAKE_AFFINE as AFFINE,
 };
 
 fn hand_cases() -> Vec<Case> {
@@ -875,7 +918,9 @@ fn hand_cases() -> Vec<Case> {
         case(
             "per-CPU kthread stacks the wakee on prev",
             flat8(),
-            with(base(&flat8(), PATCHED, 3, 3, &[5]), &|w| w.pcpu_kthread = true),
+            with(base(&flat8(), PATCHED, 3, 3, &[5]), &|w| {
+                w.pcpu_kthread = true
+            }),
             3,
             -1,
             &[(SEARCH, 1), (SCANNED, 1), (FAST, 1)],
@@ -1092,10 +1137,18 @@ fn sis_hand_worked_cases() {
             cnt,
         };
         if model != expected {
-            bad.push(format!("{}: {}", case.what, diff("hand", &expected, "model", &model)));
+            bad.push(format!(
+                "{}: {}",
+                case.what,
+                diff("hand", &expected, "model", &model)
+            ));
         }
         if got != model {
-            bad.push(format!("{}: {}", case.what, diff("model", &model, "bpf", &got)));
+            bad.push(format!(
+                "{}: {}",
+                case.what,
+                diff("model", &model, "bpf", &got)
+            ));
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
