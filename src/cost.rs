@@ -220,8 +220,8 @@ impl<'obj> CostBpf<'obj> {
             cc.max_idle_balance_cost = MAX_IDLE_BALANCE_COST;
             cc.avg_scan_cost = 0;
         }
-        for cpu in 0..n as usize {
-            if is_busy[cpu] {
+        for (cpu, &b) in is_busy.iter().enumerate() {
+            if b {
                 bss.nr_running[cpu] = 1;
                 bss.cpu_ctxs[cpu].util = 1024;
             } else {
