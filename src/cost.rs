@@ -57,7 +57,7 @@ pub struct CostOpts {
     #[arg(long, value_delimiter = ',')]
     pub policies: Vec<String>,
     /// Timed runs per case (one BPF_PROG_TEST_RUN each, after one untimed warm-up run);
-    /// median and spread are over them (1..=1000)
+    /// median and spread are over them (1..=1000). With --loader: 300 intervals per run
     #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub runs: u32,
     /// Placements per run (100..=8388608)
