@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
 // The scheduler's BPF object + skeleton + bindgen'ed intf.h, and the host
-// test object (the wake-up steps without sched_ext, see src/bpf/sis_test.bpf.c).
+// test object (the wake-up steps without sched_ext, see src/bpf/sis_test.bpf.c), and the
+// placement-cost object (src/bpf/cost.bpf.c).
 
 use std::process::Command;
 
@@ -48,6 +49,11 @@ fn main() {
     scx_cargo::BpfBuilder::new()
         .unwrap()
         .enable_skel("src/bpf/waitlat.bpf.c", "waitlat")
+        .build()
+        .unwrap();
+    scx_cargo::BpfBuilder::new()
+        .unwrap()
+        .enable_skel("src/bpf/cost.bpf.c", "cost")
         .build()
         .unwrap();
 }

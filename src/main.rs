@@ -5,6 +5,7 @@
 mod ab;
 mod bpf_intf;
 mod bpf_skel;
+mod cost;
 mod features;
 mod latency;
 mod scheduler;
@@ -73,6 +74,10 @@ enum Cmd {
     ScanTable(util::ScanTableOpts),
     /// Wake-up latency (runnable -> running) per nice level under any scheduler (BPF tracer)
     Latency(latency::LatencyOpts),
+    /// What one wake-up placement costs on this CPU per policy, LLC size and load (the
+    /// scheduler's own BPF path, run natively; root, no sched_ext needed); --loader: the
+    /// loader's per-interval work
+    PlacementCost(cost::CostOpts),
     /// List the presets: features on and the kernel each stands for
     Presets {
         /// JSON instead of the table
@@ -254,6 +259,7 @@ fn main() {
         Some(Cmd::Latency(o)) => {
             shutdown_flag().and_then(|s| latency::latency_main(&o, &|| s.load(Ordering::Relaxed)))
         }
+        Some(Cmd::PlacementCost(o)) => cost::cost_main(&o),
         Some(Cmd::Presets { json }) => features::presets_main(json),
     };
     if let Err(e) = res {

@@ -8,6 +8,7 @@ use log::{debug, info, warn};
 use scx_stats::prelude::*;
 use scx_utils::{scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report, UserExitInfo};
 use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,10 +27,72 @@ pub struct Scheduler<'a> {
     stats_server: StatsServer<(), Metrics>,
     /// per LLC: its CPUs
     llcs: Vec<Vec<usize>>,
+    util: UtilUpdate,
+    /// sis_features through its mmap: no bpf() call per interval
+    feat_word: Option<FeatureWord>,
+    interval: Duration,
+}
+
+/// The feature word of a `sis_features` map (BPF_F_MMAPABLE), read through a shared
+/// read-only mapping: `scx_sisutil features` writes it with bpf(), the reader sees it.
+pub struct FeatureWord {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl FeatureWord {
+    pub fn map<M: AsFd>(map: &M) -> Result<Self> {
+        let len = 4096usize.max(unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize);
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                map.as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            anyhow::bail!(
+                "mapping the feature word: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(FeatureWord { ptr, len })
+    }
+
+    pub fn read(&self) -> u64 {
+        // SAFETY: a live, page-aligned mapping of the array's one u64 value
+        unsafe { std::ptr::read_volatile(self.ptr as *const u64) }
+    }
+}
+
+impl Drop for FeatureWord {
+    fn drop(&mut self) {
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+/// A .bss array of an intf.h type, as that type: every skeleton generates its own copy of
+/// the structs, with the same size.
+pub fn intf_slice<T, U>(s: &mut [T]) -> &mut [U] {
+    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<U>());
+    // the skeleton's copy drops intf.h's aligned(64); the variable itself is aligned
+    assert_eq!(s.as_ptr() as usize % std::mem::align_of::<U>(), 0);
+    // SAFETY: same size, aligned; both are plain-integer repr(C) structs of intf.h
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut U, s.len()) }
+}
+
+/// The loader's per-interval work: one util sample per CPU, the per-LLC sum, SIS_UTIL's
+/// depth (update_idle_cpu_scan, done here because sched_ext tasks are not in the fair
+/// class's load balance), written to the BPF side's cpu_ctxs and llc_ctxs.
+pub struct UtilUpdate {
+    /// per LLC: its CPUs
+    llcs: Vec<Vec<usize>>,
     filters: Vec<UtilFilter>,
     prev_idle: Vec<u64>,
     prev_sample: u64,
-    interval: Duration,
     imbalance_pct: u64,
 }
 
@@ -106,12 +169,10 @@ impl<'a> Scheduler<'a> {
             skel,
             struct_ops,
             stats_server: StatsServer::new(crate::stats::server_data()),
-            filters: vec![],
-            prev_idle: vec![],
-            prev_sample: 0,
             llcs: vec![],
+            util: UtilUpdate::new(vec![], 0, opts.imbalance_pct),
+            feat_word: None,
             interval: Duration::from_millis(opts.interval_ms),
-            imbalance_pct: opts.imbalance_pct,
         };
         pin_features(&mut sched.skel)?;
         sched.stats_server = StatsServer::new(crate::stats::server_data()).launch()?;
@@ -125,14 +186,22 @@ impl<'a> Scheduler<'a> {
             features::to_words(feat).join(" ")
         );
 
-        let nr_cpu_ids = desc.nr_cpu_ids();
-        sched.filters = vec![UtilFilter::default(); nr_cpu_ids];
-        sched.prev_idle = vec![0; nr_cpu_ids];
+        sched.util = UtilUpdate::new(llcs.clone(), desc.nr_cpu_ids(), opts.imbalance_pct);
         sched.llcs = llcs;
+        sched.feat_word = match FeatureWord::map(&sched.skel.maps.sis_features) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                warn!("{e:#}: reading it with bpf() each interval");
+                None
+            }
+        };
         Ok(sched)
     }
 
     fn features(&self) -> u64 {
+        if let Some(f) = &self.feat_word {
+            return f.read();
+        }
         self.skel
             .maps
             .sis_features
@@ -143,55 +212,19 @@ impl<'a> Scheduler<'a> {
             .unwrap_or(0)
     }
 
-    /// One util sample per CPU → per-LLC sum → SIS_UTIL depth (SIS_UTIL's
-    /// update_idle_cpu_scan, done here because sched_ext tasks are not in the
-    /// fair class's load balance).
+    /// One interval of the loader's work (UtilUpdate), on the scheduler's .bss.
     fn update_util(&mut self) {
         let feat = self.features();
-        let small_llc = feat & crate::bpf_intf::sis_feature_FEAT_SIS_SMALL_LLC as u64 != 0;
-        let skip_same = feat & crate::bpf_intf::sis_feature_FEAT_KICK_SKIP_REDUNDANT as u64 != 0;
         let now = monotonic_ns();
-        let period = now.saturating_sub(self.prev_sample);
-        let first = self.prev_sample == 0;
-        self.prev_sample = now;
         let Some(bss) = self.skel.maps.bss_data.as_mut() else {
             return;
         };
-
-        for (l, cpus) in self.llcs.iter().enumerate() {
-            let mut sum = 0u64;
-            for &cpu in cpus {
-                let cc = &mut bss.cpu_ctxs[cpu];
-                // idle_start first: an idle period that ends in between is then counted once
-                let start = unsafe { std::ptr::read_volatile(&cc.idle_start) };
-                let idle_ns = unsafe { std::ptr::read_volatile(&cc.idle_ns) };
-                let open = if start != 0 && now > start {
-                    now - start
-                } else {
-                    0
-                };
-                let idle_total = idle_ns + open;
-                let d_idle = idle_total.saturating_sub(self.prev_idle[cpu]).min(period);
-                self.prev_idle[cpu] = idle_total;
-                if first {
-                    continue;
-                }
-                let util = self.filters[cpu].update(period - d_idle, period);
-                unsafe { std::ptr::write_volatile(&mut cc.util, util) };
-                sum += util;
-            }
-            if first {
-                continue;
-            }
-            let lc = &mut bss.llc_ctxs[l];
-            let depth = scan_depth(sum, cpus.len() as u64, self.imbalance_pct, small_llc);
-            lc.util_sum = sum;
-            // Mel Gorman's review of SIS_UTIL: do not write a shared line that would not change
-            if !skip_same || unsafe { std::ptr::read_volatile(&lc.nr_idle_scan) } != depth {
-                unsafe { std::ptr::write_volatile(&mut lc.nr_idle_scan, depth) };
-                lc.updates += 1;
-            }
-        }
+        self.util.update(
+            feat,
+            now,
+            intf_slice(&mut bss.cpu_ctxs),
+            intf_slice(&mut bss.llc_ctxs),
+        );
     }
 
     fn read_metrics(&self) -> Metrics {
@@ -273,6 +306,68 @@ impl<'a> Scheduler<'a> {
         }
         let _ = self.struct_ops.take();
         uei_report!(&self.skel, uei)
+    }
+}
+
+impl UtilUpdate {
+    pub fn new(llcs: Vec<Vec<usize>>, nr_cpu_ids: usize, imbalance_pct: u64) -> Self {
+        UtilUpdate {
+            llcs,
+            filters: vec![UtilFilter::default(); nr_cpu_ids],
+            prev_idle: vec![0; nr_cpu_ids],
+            prev_sample: 0,
+            imbalance_pct,
+        }
+    }
+
+    /// One sample at `now` (CLOCK_MONOTONIC ns, the clock of bpf_ktime_get_ns()).
+    pub fn update(
+        &mut self,
+        feat: u64,
+        now: u64,
+        cpu_ctxs: &mut [crate::bpf_intf::cpu_ctx],
+        llc_ctxs: &mut [crate::bpf_intf::llc_ctx],
+    ) {
+        let small_llc = feat & crate::bpf_intf::sis_feature_FEAT_SIS_SMALL_LLC as u64 != 0;
+        let skip_same = feat & crate::bpf_intf::sis_feature_FEAT_KICK_SKIP_REDUNDANT as u64 != 0;
+        let period = now.saturating_sub(self.prev_sample);
+        let first = self.prev_sample == 0;
+        self.prev_sample = now;
+
+        for (l, cpus) in self.llcs.iter().enumerate() {
+            let mut sum = 0u64;
+            for &cpu in cpus {
+                let cc = &mut cpu_ctxs[cpu];
+                // idle_start first: an idle period that ends in between is then counted once
+                let start = unsafe { std::ptr::read_volatile(&cc.idle_start) };
+                let idle_ns = unsafe { std::ptr::read_volatile(&cc.idle_ns) };
+                let open = if start != 0 && now > start {
+                    now - start
+                } else {
+                    0
+                };
+                let idle_total = idle_ns + open;
+                let d_idle = idle_total.saturating_sub(self.prev_idle[cpu]).min(period);
+                self.prev_idle[cpu] = idle_total;
+                if first {
+                    continue;
+                }
+                let util = self.filters[cpu].update(period - d_idle, period);
+                unsafe { std::ptr::write_volatile(&mut cc.util, util) };
+                sum += util;
+            }
+            if first {
+                continue;
+            }
+            let lc = &mut llc_ctxs[l];
+            let depth = scan_depth(sum, cpus.len() as u64, self.imbalance_pct, small_llc);
+            lc.util_sum = sum;
+            // Mel Gorman's review of SIS_UTIL: do not write a shared line that would not change
+            if !skip_same || unsafe { std::ptr::read_volatile(&lc.nr_idle_scan) } != depth {
+                unsafe { std::ptr::write_volatile(&mut lc.nr_idle_scan, depth) };
+                lc.updates += 1;
+            }
+        }
     }
 }
 

@@ -33,6 +33,7 @@ u64 kick_pending[MAX_CPUS / 64];
 /* The live feature word; pinned by the loader so `scx_sisutil features` can switch it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);	/* the loader reads it without a syscall */
 	__uint(max_entries, 1);
 	__type(key, u32);
 	__type(value, u64);
@@ -408,86 +409,81 @@ static bool kick_test(s32 cpu)
 	return kick_pending[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)] & (1ULL << ((u32)cpu % 64));
 }
 
+/* ---- the enqueue's search for an idle CPU to kick (kick.bpf.h) over sched_ext ---- */
+
+struct kick_env {
+	const struct cpumask *idle;
+	const struct task_struct *p;
+};
+
+static __always_inline bool kick_candidate(struct kick_env *e, s32 cpu)
+{
+	return bpf_cpumask_test_cpu(cpu, e->idle) && bpf_cpumask_test_cpu(cpu, e->p->cpus_ptr);
+}
+
+/* word @w of a kernel cpumask (struct cpumask's size is NR_CPUS: read, not indexed) */
+static __always_inline u64 cpumask_word(const struct cpumask *m, u32 w)
+{
+	return BPF_CORE_READ(m, bits[w & (MAX_CPUS / 64 - 1)]);
+}
+
+static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w)
+{
+	return cpumask_word(e->idle, w);
+}
+
+static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
+{
+	return cpumask_word(e->p->cpus_ptr, w);
+}
+
+#include "kick.bpf.h"
+
 /*
- * Ask an idle CPU of @llc to come and take the work just queued there, as
+ * Ask an idle CPU to come and take the work just queued on @llc (its own
+ * LLC first, then the nearest LLC that has one: that CPU will steal), as
  * kick_ilb() asks the idle load balancer:
  *   flags = atomic_fetch_or(flags, nohz_flags(ilb_cpu));
  *   if (flags & NOHZ_KICK_MASK) return;       already asked: no second IPI
  *   smp_call_function_single_async(ilb_cpu, ...);
  * Tim Chen's patch adds only the read before the atomic ("if ((atomic_read(
  * nohz_flags(ilb_cpu)) & flags) == flags) return;") and, from its review,
- * the search for the candidate from this_cpu + 1 (for_each_cpu_wrap) so
- * wakers do not all pick the first one. Every CPU the search tests is
- * counted (KICK_SCANNED).
+ * the search from this_cpu + 1 (kick.bpf.h). Every CPU the search tests is
+ * counted (KICK_SCANNED), against the enqueue's LLC.
  */
-static bool kick_idle_cpu(s32 llc, const struct task_struct *p, u64 feat)
+static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
 {
-	s32 this_cpu = bpf_get_smp_processor_id();
-	u32 i, start, nr, first = 0, probed = 0;
-	const struct cpumask *idle;
-	s32 cpu = -1;
+	struct kick_env e = { .p = p };
+	s32 cpu, kllc;
+	u32 probed = 0;
 	u64 bit, old;
 	u64 *word;
 
 	if (llc < 0 || llc >= MAX_LLCS)
-		return false;
-	start = topo.llc_start[llc & (MAX_LLCS - 1)];
-	nr = topo.llc_nr[llc & (MAX_LLCS - 1)];
-	if ((feat & FEAT_KICK_SKIP_REDUNDANT) && sis_cpu_llc(this_cpu) == llc)
-		first = topo.cpu_llc_pos[this_cpu & (MAX_CPUS - 1)] + 1;
-
-	idle = scx_bpf_get_idle_cpumask();
-	bpf_for(i, 0, nr) {
-		u32 idx = first + i;
-		s32 cand;
-
-		if (idx >= nr)
-			idx -= nr;
-		idx += start;
-		cand = topo.llc_cpus[idx & (MAX_CPUS - 1)];
-		if (bpf_cpumask_test_cpu(cand, idle) && bpf_cpumask_test_cpu(cand, p->cpus_ptr)) {
-			cpu = cand;
-			break;
-		}
-	}
-	scx_bpf_put_idle_cpumask(idle);
-	/* the CPUs tested: up to the one found, else all of them */
-	probed = cpu >= 0 ? i + 1 : nr;
+		return;
+	e.idle = scx_bpf_get_idle_cpumask();
+	cpu = kick_search(&e, llc, bpf_get_smp_processor_id(), feat, &probed);
+	scx_bpf_put_idle_cpumask(e.idle);
 	{
 		struct sis_counters *sc = llc_counters(llc);
 
 		if (sc)
 			sc->cnt[STAT_KICK_SCANNED] += probed;
 	}
-	if (cpu < 0)
-		return false;
+	if (cpu < 0 || cpu >= MAX_CPUS)
+		return;
+	kllc = sis_cpu_llc(cpu);
 
-	if (skip_redundant_write(feat, kick_test(cpu), true, llc))
-		return true;
+	if (skip_redundant_write(feat, kick_test(cpu), true, kllc))
+		return;
 	bit = 1ULL << ((u32)cpu % 64);
 	word = &kick_pending[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)];
 	old = __sync_fetch_and_or(word, bit);
-	stat_inc(llc, STAT_KICK_ATOMIC);
+	stat_inc(kllc, STAT_KICK_ATOMIC);
 	if (old & bit)
-		return true;
-	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
-	stat_inc(llc, STAT_KICK);
-	return true;
-}
-
-/* Kick a CPU of @llc, else of the nearest LLC that has an idle one (it will steal). */
-static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
-{
-	u32 k;
-
-	if (kick_idle_cpu(llc, p, feat) || llc < 0 || llc >= MAX_LLCS)
 		return;
-	bpf_for(k, 0, topo.nr_llcs - 1) {
-		if (k >= MAX_LLCS)
-			break;
-		if (kick_idle_cpu(topo.llc_steal[llc & (MAX_LLCS - 1)][k & (MAX_LLCS - 1)], p, feat))
-			return;
-	}
+	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	stat_inc(kllc, STAT_KICK);
 }
 
 void BPF_STRUCT_OPS(sisutil_enqueue, struct task_struct *p, u64 enq_flags)
@@ -804,6 +800,7 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(sisutil_init)
 		cc->wake_avg_idle = cc->avg_idle;
 		cc->wake_stamp = bpf_jiffies64();
 	}
+	kick_llc_words_init();
 	bpf_for(l, 0, topo.nr_llcs) {
 		ret = scx_bpf_create_dsq(l, -1);
 		if (ret) {

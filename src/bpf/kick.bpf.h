@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The enqueue side of a wake-up that select_cpu could not place on an idle
+ * CPU: the search for an idle CPU to kick so that it comes and takes the
+ * queued task (the analog of kick_ilb()'s find_new_ilb()), in the task's LLC
+ * first, then in the other LLCs, nearest first.
+ *
+ * At full load nothing is idle, and a search that tests the LLC's CPUs one
+ * by one would probe every CPU of every LLC for nothing on each enqueue.
+ * Before walking an LLC, its CPUs' words of the idle mask and of the task's
+ * allowed mask are ANDed (word-parallel: 64 CPUs per test, only the words the
+ * LLC spans): an LLC with no idle allowed CPU costs one to a few word tests,
+ * and the walk of one that has one stops at that CPU. The test reads the
+ * very mask the walk reads, so it is exact on 6.12 (ops.update_idle before
+ * the idle masks change) and on 7.x alike, and needs no count to keep.
+ *
+ * The includer defines, before including this file (after sis_ctx.bpf.h):
+ *   struct kick_env                              what the primitives read
+ *   bool kick_candidate(struct kick_env *e, s32 cpu)  idle, and allowed for the task
+ *   u64  kick_idle_word(struct kick_env *e, u32 w)    word w of the idle mask
+ *   u64  kick_allowed_word(struct kick_env *e, u32 w) word w of the task's cpus_ptr
+ * and calls kick_llc_words_init() once the topology is set.
+ * main.bpf.c backs them with sched_ext's idle mask and p->cpus_ptr,
+ * cost.bpf.c with synthetic state: the cost benchmark runs this very code.
+ */
+#ifndef __KICK_BPF_H
+#define __KICK_BPF_H
+
+/* each LLC's CPUs as a mask, for the word-parallel test */
+static u64 kick_llc_words[MAX_LLCS][MAX_CPUS / 64];
+
+static __attribute__((unused)) void kick_llc_words_init(void)
+{
+	u32 cpu, i;
+	s32 l;
+
+	bpf_for(i, 0, MAX_LLCS * (MAX_CPUS / 64))
+		kick_llc_words[(i / (MAX_CPUS / 64)) & (MAX_LLCS - 1)][i & (MAX_CPUS / 64 - 1)] = 0;
+	bpf_for(cpu, 0, MAX_CPUS) {
+		if (cpu >= topo.nr_cpu_ids)
+			break;
+		l = topo.cpu_llc[cpu & (MAX_CPUS - 1)];
+		if (l < 0 || l >= MAX_LLCS)
+			continue;
+		kick_llc_words[l & (MAX_LLCS - 1)][(cpu / 64) & (MAX_CPUS / 64 - 1)] |= 1ULL << (cpu % 64);
+	}
+}
+
+/* Has @llc an idle CPU the task may run on? (idle & allowed & llc) != 0 */
+static __always_inline bool kick_llc_has_idle(struct kick_env *e, s32 llc)
+{
+	u32 w;
+
+	bpf_for(w, 0, MAX_CPUS / 64) {
+		u64 m;
+
+		if (w * 64 >= topo.nr_cpu_ids)
+			break;
+		m = kick_llc_words[llc & (MAX_LLCS - 1)][w & (MAX_CPUS / 64 - 1)];
+		if (m && (m & kick_idle_word(e, w) & kick_allowed_word(e, w)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * One LLC: its CPUs from the first one, or, with KICK_SKIP_REDUNDANT (Tim
+ * Chen's "sched/balance: Skip unnecessary updates to idle load balancer's
+ * flags", from its review), from this_cpu + 1 when this_cpu is in the LLC
+ * (for_each_cpu_wrap) so that wakers do not all pick the first one. Every
+ * CPU tested is counted in *probed (the word test is not a CPU probe).
+ */
+static s32 kick_search_llc(struct kick_env *e, s32 llc, s32 this_cpu, u64 feat, u32 *probed)
+{
+	u32 i, start, nr, first = 0, n = 0;
+	s32 cpu = -1;
+
+	if (llc < 0 || llc >= MAX_LLCS)
+		return -1;
+	/* nothing idle in the LLC: no walk */
+	if (!kick_llc_has_idle(e, llc))
+		return -1;
+	start = topo.llc_start[llc & (MAX_LLCS - 1)];
+	nr = topo.llc_nr[llc & (MAX_LLCS - 1)];
+	if ((feat & FEAT_KICK_SKIP_REDUNDANT) && sis_cpu_llc(this_cpu) == llc)
+		first = topo.cpu_llc_pos[this_cpu & (MAX_CPUS - 1)] + 1;
+
+	bpf_for(i, 0, nr) {
+		u32 idx = first + i;
+		s32 cand;
+
+		if (idx >= nr)
+			idx -= nr;
+		idx += start;
+		cand = topo.llc_cpus[idx & (MAX_CPUS - 1)];
+		n++;
+		if (kick_candidate(e, cand)) {
+			cpu = cand;
+			break;
+		}
+	}
+	*probed += n;
+	return cpu;
+}
+
+/*
+ * The task's LLC @llc, then the others nearest first (topo.llc_steal): the
+ * first idle allowed CPU, or -1. *probed counts the CPUs tested.
+ */
+static __always_inline s32 kick_search(struct kick_env *e, s32 llc, s32 this_cpu, u64 feat,
+				       u32 *probed)
+{
+	s32 cpu;
+	u32 k;
+
+	cpu = kick_search_llc(e, llc, this_cpu, feat, probed);
+	if (cpu >= 0 || llc < 0 || llc >= MAX_LLCS)
+		return cpu;
+	bpf_for(k, 0, topo.nr_llcs - 1) {
+		if (k >= MAX_LLCS)
+			break;
+		cpu = kick_search_llc(e, topo.llc_steal[llc & (MAX_LLCS - 1)][k & (MAX_LLCS - 1)],
+				      this_cpu, feat, probed);
+		if (cpu >= 0)
+			return cpu;
+	}
+	return -1;
+}
+
+#endif /* __KICK_BPF_H */

@@ -1,0 +1,726 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! `scx_sisutil placement-cost`: what one wake-up placement costs on this host's CPU, per
+//! policy, LLC size and load, and what the loader's per-interval work costs.
+//!
+//! The wake-up: src/bpf/cost.bpf.c runs the scheduler's own select_task_rq_fair()
+//! (sis.bpf.h) and, when it leaves the task queued, the enqueue's kick search (kick.bpf.h),
+//! many times per BPF_PROG_TEST_RUN (bpf_loop, timed inside with bpf_ktime_get_ns), on one
+//! synthetic LLC with `busy_pct` of its CPUs busy. Runs through the host's verifier and JIT:
+//! root and bpf() are needed, sched_ext is not.
+//!
+//! The loader: the scheduler's own per-interval update (scheduler.rs UtilUpdate: every CPU's
+//! busy time, the util filter, SIS_UTIL's depth, the writes, the feature word) against the
+//! .bss and the feature map of the same object, on a synthetic 256-CPU topology.
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, OpenObject, ProgramInput};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::Serialize;
+use std::mem::MaybeUninit;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::bpf_intf as bi;
+use crate::features::{self, Preset};
+use crate::topology::{copy_same_c_type, TopoDesc};
+use crate::util::{scan_depth, sum_util_for_pct, DEFAULT_IMBALANCE_PCT};
+
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/cost_skel.rs"));
+}
+use skel::{CostSkel, CostSkelBuilder};
+
+const MAX_CPUS: usize = bi::sis_consts_MAX_CPUS as usize;
+const STAT_SCANNED: usize = bi::sis_stat_STAT_SCANNED as usize;
+const STAT_KICK_SCANNED: usize = bi::sis_stat_STAT_KICK_SCANNED as usize;
+/// SIS_PROP: rq->max_idle_balance_cost (sysctl_sched_migration_cost)
+const MAX_IDLE_BALANCE_COST: u64 = bi::sis_consts_SIS_PROP_MAX_IDLE_BALANCE_COST as u64;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CostOpts {
+    /// CPUs in the LLC, comma-separated (each 2..=512; even with --smt)
+    #[arg(long, value_delimiter = ',', default_values_t = [8u32, 16, 32, 64, 128, 256])]
+    pub llc_sizes: Vec<u32>,
+    /// Busy CPUs in percent of the LLC, comma-separated (each 0..=100); the LLC's utilization
+    /// sum is set to match (busy CPUs at 1024, idle at 0), so SIS_UTIL's depth is the real one
+    #[arg(long, value_delimiter = ',', default_values_t = [0u32, 25, 50, 75, 90, 100])]
+    pub busy: Vec<u32>,
+    /// Two threads per core (has_idle_cores, select_idle_core and select_idle_smt come in)
+    #[arg(long)]
+    pub smt: bool,
+    /// Policies, comma-separated: vanilla, patched, unbounded (patched with NO_SIS_UTIL
+    /// NO_SIS_PROP: the whole LLC), each optionally followed by +FEATURE or +NO_FEATURE
+    /// (e.g. vanilla+SIS_UTIL). Default: those three and each patch's feature alone on vanilla
+    #[arg(long, value_delimiter = ',')]
+    pub policies: Vec<String>,
+    /// Timed runs per case (one BPF_PROG_TEST_RUN each, after one untimed warm-up run);
+    /// median and spread are over them (1..=1000). With --loader: 300 intervals per run
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub runs: u32,
+    /// Placements per run (100..=8388608)
+    #[arg(long, default_value_t = 20000, value_parser = clap::value_parser!(u32).range(100..=8_388_608))]
+    pub placements: u32,
+    /// Print a JSON list of rows instead of the table
+    #[arg(long)]
+    pub json: bool,
+    /// Also write a PNG: ns per placement against LLC size, per policy and load (needs
+    /// /usr/bin/python3 with matplotlib)
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Measure the loader's per-interval work instead (a synthetic topology of --loader-cpus
+    /// CPUs in LLCs of --loader-llc): µs per interval and % of one CPU at --interval-ms
+    #[arg(long)]
+    pub loader: bool,
+    /// --loader: CPUs (1..=512)
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=512))]
+    pub loader_cpus: u32,
+    /// --loader: CPUs per LLC (1..=512)
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=512))]
+    pub loader_llc: u32,
+    /// --loader: the scheduler's interval the cost is set against, ms (1..=1000)
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub interval_ms: u64,
+}
+
+/// One measured case.
+#[derive(Serialize, Debug, Clone)]
+pub struct Row {
+    pub policy: String,
+    /// the feature words the policy runs with
+    pub features: String,
+    pub llc_weight: u32,
+    pub smt: bool,
+    pub busy_pct: u32,
+    pub idle_cpus: u32,
+    /// SIS_UTIL's nr_idle_scan for the LLC's util sum (what the loader would write)
+    pub nr_idle_scan: u64,
+    pub runs: u32,
+    pub placements_per_run: u32,
+    /// median over the runs of (loop time / placements)
+    pub ns_per_placement: f64,
+    pub ns_p25: f64,
+    pub ns_p75: f64,
+    pub ns_min: f64,
+    pub ns_max: f64,
+    /// the same loop's draws and state restores without the placement (included above)
+    pub ns_harness: f64,
+    /// CPUs probed per placement: select_idle_sibling's scanned (the fast checks count one)
+    /// plus the enqueue's kick search
+    pub cpus_examined: f64,
+    pub scanned: f64,
+    pub kick_scanned: f64,
+    /// placements on an idle CPU select_cpu claimed (no enqueue, no kick search), percent
+    pub direct_pct: f64,
+}
+
+/// A policy: its name and feature word.
+pub fn parse_policy(spec: &str) -> Result<(String, u64)> {
+    let mut parts = spec.split('+');
+    let base = parts.next().unwrap_or("").trim();
+    let word = match base.to_ascii_lowercase().as_str() {
+        "vanilla" => features::preset(Preset::Vanilla),
+        "patched" => features::preset(Preset::Patched),
+        "unbounded" => features::apply(
+            features::preset(Preset::Patched),
+            &["NO_SIS_UTIL", "NO_SIS_PROP"],
+        )?,
+        _ => bail!("unknown policy {spec:?}: vanilla, patched or unbounded, optionally +FEATURE or +NO_FEATURE ({})", features::valid_names()),
+    };
+    let words: Vec<&str> = parts.map(str::trim).collect();
+    if words.iter().any(|w| w.is_empty()) {
+        bail!("policy {spec:?}: empty feature after '+'");
+    }
+    let word = features::apply(word, &words).with_context(|| format!("policy {spec:?}"))?;
+    Ok((spec.trim().to_string(), word))
+}
+
+/// vanilla, patched, unbounded, and vanilla + each feature patched turns on that vanilla has off.
+pub fn default_policies() -> Vec<String> {
+    let mut v = vec!["vanilla".to_string(), "patched".into(), "unbounded".into()];
+    for f in features::FEATURES {
+        if f.patched && !f.vanilla {
+            v.push(format!("vanilla+{}", f.name));
+        }
+    }
+    v
+}
+
+/// The loaded cost object.
+pub struct CostBpf<'obj> {
+    skel: CostSkel<'obj>,
+}
+
+impl<'obj> CostBpf<'obj> {
+    pub fn load(obj: &'obj mut MaybeUninit<OpenObject>) -> Result<Self> {
+        if unsafe { libc::geteuid() } != 0 {
+            bail!("must run as root: the measurement runs BPF programs through bpf() (try sudo)");
+        }
+        let mut open = CostSkelBuilder::default()
+            .open(obj)
+            .context("opening the placement-cost BPF object")?;
+        // fentry/bpf_scx_reg from the scx headers: sched_ext is not needed here
+        open.progs.scx_lib_init_probe.set_autoload(false);
+        let skel = open.load().context(
+            "loading the placement-cost BPF object (bpf() refused? -v shows libbpf's log)",
+        )?;
+        Ok(CostBpf { skel })
+    }
+
+    /// One LLC of `n` CPUs (pairs of threads with `smt`), `busy_pct` of them busy (a fixed
+    /// shuffle picks which). Returns (idle CPUs, nr_idle_scan without SIS_SMALL_LLC, with).
+    fn set_case(&mut self, n: u32, smt: bool, busy_pct: u32) -> Result<(u32, u64, u64)> {
+        let threads = if smt { 2 } else { 1 };
+        let desc = TopoDesc::synthetic(1, (n / threads) as usize, threads as usize, 1);
+        let topo = desc.build()?;
+        let mut cpus: Vec<usize> = (0..n as usize).collect();
+        cpus.shuffle(&mut StdRng::seed_from_u64(0x5150_u64 + n as u64));
+        let nbusy = ((busy_pct as u64 * n as u64 + 50) / 100) as usize;
+        let busy: Vec<usize> = cpus[..nbusy].to_vec();
+        let mut is_busy = vec![false; n as usize];
+        busy.iter().for_each(|&c| is_busy[c] = true);
+        let sum = sum_util_for_pct(busy_pct as u64, n as u64);
+        let depth = scan_depth(sum, n as u64, DEFAULT_IMBALANCE_PCT, false);
+        let depth_small = scan_depth(sum, n as u64, DEFAULT_IMBALANCE_PCT, true);
+        let has_idle_core =
+            smt && (0..n as usize / 2).any(|c| !is_busy[2 * c] && !is_busy[2 * c + 1]);
+
+        let bss = self.skel.maps.bss_data.as_mut().context("no bss")?;
+        // SAFETY: both are `struct sis_topo` of intf.h
+        unsafe { copy_same_c_type(&*topo, &mut bss.topo) };
+        bss.cost_idle = [0; MAX_CPUS / 64];
+        let wakers: Vec<usize> = if busy.is_empty() {
+            (0..n as usize).collect()
+        } else {
+            busy.clone()
+        };
+        for (i, &w) in wakers.iter().enumerate() {
+            bss.wakers[i] = w as u16;
+        }
+        bss.cost_cfg.nr_wakers = wakers.len() as u32;
+        bss.cost_cfg.llc = 0;
+        bss.cost_cfg.has_idle_cores = has_idle_core as u32;
+        let l = &mut bss.llc_ctxs[0];
+        l.weight = n as u64;
+        l.util_sum = sum;
+        l.has_idle_cores = has_idle_core as u64;
+        l.nr_idle_scan = depth;
+        // SIS_PROP: the average idle period shrinks with the load, from the cap (2x
+        // max_idle_balance_cost, 1 ms) at 0 % to 0 at 100 %; avg_scan_cost is measured
+        // (bpf_ktime_get_ns), from 0, over the warm-up run
+        let avg_idle = 2 * MAX_IDLE_BALANCE_COST * (100 - busy_pct as u64) / 100;
+        for cpu in 0..MAX_CPUS {
+            bss.nr_running[cpu] = 0;
+            let cc = &mut bss.cpu_ctxs[cpu];
+            cc.util = 0;
+            cc.avg_idle = avg_idle;
+            cc.wake_avg_idle = avg_idle / 2;
+            cc.max_idle_balance_cost = MAX_IDLE_BALANCE_COST;
+            cc.avg_scan_cost = 0;
+        }
+        for (cpu, &b) in is_busy.iter().enumerate() {
+            if b {
+                bss.nr_running[cpu] = 1;
+                bss.cpu_ctxs[cpu].util = 1024;
+            } else {
+                bss.cost_idle[cpu / 64] |= 1 << (cpu % 64);
+            }
+        }
+        Ok((n - nbusy as u32, depth, depth_small))
+    }
+
+    /// One BPF_PROG_TEST_RUN: (ns, placements, counters, direct).
+    fn run(
+        &mut self,
+        feat: u64,
+        placements: u32,
+        seed: u32,
+        harness_only: bool,
+    ) -> Result<(u64, u64, Vec<u64>, u64)> {
+        {
+            let bss = self.skel.maps.bss_data.as_mut().context("no bss")?;
+            bss.cost_cfg.features = feat;
+            bss.cost_cfg.nr_placements = placements;
+            bss.cost_cfg.seed = seed;
+            bss.cost_cfg.harness_only = harness_only as u32;
+            bss.cost_out.placements = 0;
+        }
+        let ret = self
+            .skel
+            .progs
+            .placement_cost
+            .test_run(ProgramInput::default())
+            .context("BPF_PROG_TEST_RUN")?
+            .return_value;
+        if ret != 0 {
+            bail!("the placement-cost program refused its configuration ({ret})");
+        }
+        let out = &self.skel.maps.bss_data.as_ref().context("no bss")?.cost_out;
+        if out.placements != placements as u64 {
+            bail!(
+                "the placement-cost program ran {} placements, not {placements}",
+                out.placements
+            );
+        }
+        Ok((out.ns, out.placements, out.cnt.to_vec(), out.direct))
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let x = p * (sorted.len() - 1) as f64;
+    let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (x - lo as f64)
+}
+
+fn validate(opts: &CostOpts) -> Result<Vec<(String, u64)>> {
+    if opts.llc_sizes.is_empty() || opts.busy.is_empty() {
+        bail!("--llc-sizes and --busy need at least one value each");
+    }
+    for &n in &opts.llc_sizes {
+        if !(2..=MAX_CPUS as u32).contains(&n) {
+            bail!("--llc-sizes: {n} is out of range (2..={MAX_CPUS})");
+        }
+        if opts.smt && n % 2 != 0 {
+            bail!("--llc-sizes: {n} is odd; with --smt an LLC is made of 2-thread cores");
+        }
+    }
+    if let Some(b) = opts.busy.iter().find(|&&b| b > 100) {
+        bail!("--busy: {b} is over 100 (percent of the LLC's CPUs)");
+    }
+    let specs = if opts.policies.is_empty() {
+        default_policies()
+    } else {
+        opts.policies.clone()
+    };
+    specs.iter().map(|s| parse_policy(s)).collect()
+}
+
+/// Every case: policies × LLC sizes × loads. Progress on stderr when `progress`.
+pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
+    let policies = validate(opts)?;
+    let mut obj = MaybeUninit::uninit();
+    let mut bpf = CostBpf::load(&mut obj)?;
+    let total = opts.llc_sizes.len() * opts.busy.len() * policies.len();
+    let mut rows = vec![];
+    let started = Instant::now();
+    for &n in &opts.llc_sizes {
+        for &busy in &opts.busy {
+            for (name, feat) in &policies {
+                if progress {
+                    eprintln!(
+                        "placement-cost: [{}/{total}] {name} llc {n} busy {busy}% ({:.0} s)",
+                        rows.len() + 1,
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+                let (idle, depth, depth_small) = bpf.set_case(n, opts.smt, busy)?;
+                let small = feat & bi::sis_feature_FEAT_SIS_SMALL_LLC as u64 != 0;
+                {
+                    let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
+                    bss.llc_ctxs[0].nr_idle_scan = if small { depth_small } else { depth };
+                }
+                // warm-up: SIS_PROP's avg_scan_cost settles, code and data are cached
+                bpf.run(*feat, opts.placements, 1, false)?;
+                let mut ns = vec![];
+                let mut harness = vec![];
+                let mut cnt = vec![0u64; bi::sis_stat_STAT_NR as usize];
+                let (mut placed, mut direct) = (0u64, 0u64);
+                for r in 0..opts.runs {
+                    let (t, p, c, d) = bpf.run(*feat, opts.placements, 2 + r, false)?;
+                    ns.push(t as f64 / p as f64);
+                    placed += p;
+                    direct += d;
+                    cnt.iter_mut().zip(&c).for_each(|(a, b)| *a += b);
+                    let (t, p, _, _) = bpf.run(*feat, opts.placements, 2 + r, true)?;
+                    harness.push(t as f64 / p as f64);
+                }
+                ns.sort_by(|a, b| a.total_cmp(b));
+                harness.sort_by(|a, b| a.total_cmp(b));
+                let per = |s: usize| cnt[s] as f64 / placed as f64;
+                rows.push(Row {
+                    policy: name.clone(),
+                    features: features::to_words(*feat).join(" "),
+                    llc_weight: n,
+                    smt: opts.smt,
+                    busy_pct: busy,
+                    idle_cpus: idle,
+                    nr_idle_scan: if small { depth_small } else { depth },
+                    runs: opts.runs,
+                    placements_per_run: opts.placements,
+                    ns_per_placement: percentile(&ns, 0.5),
+                    ns_p25: percentile(&ns, 0.25),
+                    ns_p75: percentile(&ns, 0.75),
+                    ns_min: ns[0],
+                    ns_max: ns[ns.len() - 1],
+                    ns_harness: percentile(&harness, 0.5),
+                    cpus_examined: per(STAT_SCANNED) + per(STAT_KICK_SCANNED),
+                    scanned: per(STAT_SCANNED),
+                    kick_scanned: per(STAT_KICK_SCANNED),
+                    direct_pct: 100.0 * direct as f64 / placed as f64,
+                });
+            }
+        }
+    }
+    Ok(rows)
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "{:<28} {:>4} {:>5} {:>6} {:>10} {:>17} {:>8} {:>9} {:>7} {:>7}",
+        "policy",
+        "llc",
+        "busy%",
+        "depth",
+        "ns/place",
+        "p25..p75",
+        "harness",
+        "examined",
+        "kick",
+        "direct%"
+    );
+    for r in rows {
+        println!(
+            "{:<28} {:>4} {:>5} {:>6} {:>10.1} {:>17} {:>8.1} {:>9.2} {:>7.2} {:>7.1}",
+            r.policy,
+            r.llc_weight,
+            r.busy_pct,
+            r.nr_idle_scan,
+            r.ns_per_placement,
+            format!("{:.1}..{:.1}", r.ns_p25, r.ns_p75),
+            r.ns_harness,
+            r.cpus_examined,
+            r.kick_scanned,
+            r.direct_pct
+        );
+    }
+}
+
+const PLOT_PY: &str = r#"
+import json, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+rows = json.load(open(sys.argv[1]))
+loads = sorted({r["busy_pct"] for r in rows})
+pols = list(dict.fromkeys(r["policy"] for r in rows))
+ncol = min(3, len(loads))
+nrow = (len(loads) + ncol - 1) // ncol
+fig, axes = plt.subplots(nrow, ncol, squeeze=False, figsize=(4.4 * ncol, 3.4 * nrow + 1.2), sharey=True)
+for ax in axes.flat[len(loads):]:
+    ax.axis("off")
+for j, b in enumerate(loads):
+    ax = axes[j // ncol][j % ncol]
+    for p in pols:
+        pts = sorted((r["llc_weight"], r["ns_per_placement"], r["ns_p25"], r["ns_p75"])
+                     for r in rows if r["policy"] == p and r["busy_pct"] == b)
+        if not pts:
+            continue
+        x = [t[0] for t in pts]
+        style = "-o" if p in ("vanilla", "patched", "unbounded") else "--."
+        ax.errorbar(x, [t[1] for t in pts], yerr=[[t[1] - t[2] for t in pts], [t[3] - t[1] for t in pts]],
+                    fmt=style, label=p, markersize=3, capsize=2, linewidth=1)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_title(f"{b} % busy", fontsize=9)
+    ax.set_xlabel("CPUs in the LLC")
+    ax.grid(True, which="both", alpha=0.3)
+for row in axes:
+    row[0].set_ylabel("ns per placement\n(median, p25..p75)")
+h, l = axes[0][0].get_legend_handles_labels()
+fig.legend(h, l, loc="upper center", ncol=min(len(pols), 4), fontsize=8)
+fig.text(0.5, 0.01, sys.argv[3], ha="center", fontsize=8)
+fig.tight_layout(rect=(0, 0.03, 1, 1 - 1.0 / (3.4 * nrow + 1.2)))
+fig.savefig(sys.argv[2], dpi=110)
+"#;
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+fn plot(rows: &[Row], path: &PathBuf) -> Result<()> {
+    let data = std::env::temp_dir().join(format!("scx_sisutil-cost-{}.json", std::process::id()));
+    std::fs::write(&data, serde_json::to_string(rows)?).context("writing the plot data")?;
+    let title = format!(
+        "scx_sisutil placement-cost on {} (kernel {})",
+        cpu_model(),
+        kernel_release()
+    );
+    let out = std::process::Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(PLOT_PY)
+        .arg(&data)
+        .arg(path)
+        .arg(title)
+        .output();
+    let _ = std::fs::remove_file(&data);
+    let out = out.context("running /usr/bin/python3 for --plot")?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        bail!(
+            "--plot: python3 failed (is matplotlib installed?): {}",
+            err.lines().last().unwrap_or("")
+        );
+    }
+    Ok(())
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The loader's per-interval cost.
+#[derive(Serialize, Debug)]
+pub struct LoaderRow {
+    pub cpus: u32,
+    pub llc_weight: u32,
+    pub intervals: u32,
+    pub us_per_interval: f64,
+    pub us_p25: f64,
+    pub us_p75: f64,
+    pub interval_ms: u64,
+    pub cpu_pct: f64,
+}
+
+pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
+    let n = opts.loader_cpus as usize;
+    let per = (opts.loader_llc as usize).min(n);
+    let nr_llcs = n.div_ceil(per);
+    if nr_llcs > bi::sis_consts_MAX_LLCS as usize {
+        bail!(
+            "--loader-cpus {n} in LLCs of {per}: {nr_llcs} LLCs, at most {}",
+            bi::sis_consts_MAX_LLCS
+        );
+    }
+    let mut obj = MaybeUninit::uninit();
+    let mut bpf = CostBpf::load(&mut obj)?;
+    let llcs: Vec<Vec<usize>> = (0..nr_llcs)
+        .map(|l| (l * per..((l + 1) * per).min(n)).collect())
+        .collect();
+    let feat = features::preset(Preset::Patched);
+    bpf.skel
+        .maps
+        .sis_features
+        .update(&0u32.to_ne_bytes(), &feat.to_ne_bytes(), MapFlags::ANY)
+        .context("setting the feature word")?;
+    let fw = crate::scheduler::FeatureWord::map(&bpf.skel.maps.sis_features)?;
+    let mut up = crate::scheduler::UtilUpdate::new(llcs, n, DEFAULT_IMBALANCE_PCT);
+    let interval_ns = opts.interval_ms * 1_000_000;
+    let intervals = opts.runs.max(1) * 300;
+    let mut now = 1_000_000_000u64;
+    let mut us = vec![];
+    let mut seed = 1u64;
+    for i in 0..intervals + 1 {
+        {
+            // between intervals the CPUs run and idle: new idle totals, some CPUs idle now
+            let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
+            for cpu in 0..n {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let cc = &mut bss.cpu_ctxs[cpu];
+                cc.idle_ns += (seed >> 33) % interval_ns;
+                cc.idle_start = if (seed >> 20) & 3 == 0 {
+                    now - (seed >> 40) % interval_ns
+                } else {
+                    0
+                };
+            }
+        }
+        now += interval_ns;
+        let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
+        let t = Instant::now();
+        let f = fw.read();
+        up.update(
+            f,
+            now,
+            crate::scheduler::intf_slice(&mut bss.cpu_ctxs),
+            crate::scheduler::intf_slice(&mut bss.llc_ctxs),
+        );
+        let dt = t.elapsed().as_secs_f64() * 1e6;
+        if i > 0 {
+            us.push(dt);
+        }
+    }
+    us.sort_by(|a, b| a.total_cmp(b));
+    let med = percentile(&us, 0.5);
+    Ok(LoaderRow {
+        cpus: n as u32,
+        llc_weight: per as u32,
+        intervals,
+        us_per_interval: med,
+        us_p25: percentile(&us, 0.25),
+        us_p75: percentile(&us, 0.75),
+        interval_ms: opts.interval_ms,
+        cpu_pct: 100.0 * med / (opts.interval_ms as f64 * 1000.0),
+    })
+}
+
+pub fn cost_main(opts: &CostOpts) -> Result<()> {
+    if opts.loader {
+        let r = measure_loader(opts)?;
+        if opts.json {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        } else {
+            println!(
+                "loader: {} CPUs in LLCs of {}: {:.2} µs per interval (p25..p75 {:.2}..{:.2}, {} intervals), {:.4} % of one CPU at {} ms",
+                r.cpus, r.llc_weight, r.us_per_interval, r.us_p25, r.us_p75, r.intervals, r.cpu_pct, r.interval_ms
+            );
+        }
+        return Ok(());
+    }
+    if let Some(p) = &opts.plot {
+        if p.as_os_str().is_empty() {
+            bail!("--plot needs a file name");
+        }
+    }
+    let rows = measure(opts, true)?;
+    if opts.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        println!(
+            "# {} (kernel {}), {} runs of {} placements per case",
+            cpu_model(),
+            kernel_release(),
+            opts.runs,
+            opts.placements
+        );
+        print_table(&rows);
+    }
+    if let Some(p) = &opts.plot {
+        plot(&rows, p)?;
+        eprintln!("placement-cost: wrote {}", p.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! What does not depend on timing: the CPUs each policy examines, exact where the
+    //! arithmetic fixes it. Needs root (bpf()); no skip without it.
+    use super::*;
+
+    fn opts(sizes: &[u32], busy: &[u32], smt: bool, policies: &[&str]) -> CostOpts {
+        CostOpts {
+            llc_sizes: sizes.to_vec(),
+            busy: busy.to_vec(),
+            smt,
+            policies: policies.iter().map(|s| s.to_string()).collect(),
+            runs: 2,
+            placements: 500,
+            json: true,
+            plot: None,
+            loader: false,
+            loader_cpus: 256,
+            loader_llc: 32,
+            interval_ms: 20,
+        }
+    }
+
+    fn row<'a>(rows: &'a [Row], policy: &str, n: u32, busy: u32) -> &'a Row {
+        rows.iter()
+            .find(|r| r.policy == policy && r.llc_weight == n && r.busy_pct == busy)
+            .unwrap_or_else(|| panic!("no row {policy} {n} {busy}"))
+    }
+
+    #[test]
+    fn placement_cost_examined_per_policy() {
+        let sizes = [8, 64, 256];
+        let rows = measure(
+            &opts(
+                &sizes,
+                &[0, 90, 100],
+                false,
+                &["vanilla", "patched", "unbounded"],
+            ),
+            false,
+        )
+        .expect("placement-cost");
+        for &n in &sizes {
+            for p in ["vanilla", "patched", "unbounded"] {
+                // all idle: target (or prev) is idle, the fast checks count one, no enqueue
+                let r = row(&rows, p, n, 0);
+                assert_eq!(r.cpus_examined, 1.0, "{p} {n} 0 %");
+                assert_eq!(r.direct_pct, 100.0, "{p} {n} 0 %");
+            }
+            // nothing idle: the kick search walks nothing (the word test), only the select path
+            let r = row(&rows, "unbounded", n, 100);
+            assert_eq!(
+                r.cpus_examined,
+                n as f64 + 1.0,
+                "unbounded scans the whole LLC"
+            );
+            assert_eq!(r.kick_scanned, 0.0);
+            // SIS_UTIL: the util sum of a full LLC gives nr_idle_scan 0, no scan at all
+            let r = row(&rows, "patched", n, 100);
+            assert_eq!(r.nr_idle_scan, 0);
+            assert_eq!(r.cpus_examined, 1.0, "patched at full load is O(1)");
+            // SIS_PROP: avg_idle 0 gives its minimum depth 4, and !--nr stops after 3 probes
+            let r = row(&rows, "vanilla", n, 100);
+            assert_eq!(r.cpus_examined, 4.0, "SIS_PROP's minimum depth");
+            for p in ["vanilla", "patched", "unbounded"] {
+                assert_eq!(row(&rows, p, n, 100).direct_pct, 0.0, "{p} {n} 100 %");
+            }
+            // 90 %: SIS_UTIL scans nothing (depth 0), so the enqueue's search finds the idle
+            // CPUs; the unbounded scan finds one itself
+            let r = row(&rows, "patched", n, 90);
+            assert_eq!(r.nr_idle_scan, 0);
+            assert!(r.kick_scanned >= 1.0 && r.direct_pct < 100.0, "{r:?}");
+            let r = row(&rows, "unbounded", n, 90);
+            assert_eq!((r.kick_scanned, r.direct_pct), (0.0, 100.0), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn placement_cost_examined_smt() {
+        let rows = measure(
+            &opts(&[16, 128], &[100], true, &["patched", "unbounded"]),
+            false,
+        )
+        .expect("placement-cost");
+        for n in [16, 128] {
+            // no idle core: select_idle_smt() visits prev's two threads first
+            assert_eq!(row(&rows, "patched", n, 100).cpus_examined, 3.0);
+            assert_eq!(
+                row(&rows, "unbounded", n, 100).cpus_examined,
+                n as f64 + 3.0
+            );
+        }
+    }
+
+    #[test]
+    fn placement_cost_policies_parse() {
+        assert_eq!(
+            parse_policy("vanilla+SIS_UTIL").unwrap().1,
+            features::preset(Preset::Vanilla) | bi::sis_feature_FEAT_SIS_UTIL as u64
+        );
+        let (_, u) = parse_policy("unbounded").unwrap();
+        assert!(!features::is_on(u, "SIS_UTIL") && !features::is_on(u, "SIS_PROP"));
+        for bad in ["", "fast", "vanilla+", "vanilla+NOPE", "patched++SIS_UTIL"] {
+            assert!(parse_policy(bad).is_err(), "{bad:?} accepted");
+        }
+        // one policy per feature patched turns on, plus the three
+        let d = default_policies();
+        assert_eq!(
+            d.len(),
+            3 + features::FEATURES
+                .iter()
+                .filter(|f| f.patched && !f.vanilla)
+                .count()
+        );
+    }
+}
