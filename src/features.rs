@@ -123,9 +123,10 @@ pub fn apply<S: AsRef<str>>(mut word: u64, names: &[S]) -> Result<u64> {
         if name.is_empty() {
             continue;
         }
-        let (on, base) = match name.strip_prefix("NO_") {
-            Some(b) => (false, b),
-            None => (true, name),
+        // `NO_` is case-insensitive, like the names themselves
+        let (on, base) = match name.get(..3) {
+            Some(p) if p.eq_ignore_ascii_case("NO_") => (false, &name[3..]),
+            _ => (true, name),
         };
         let Some(f) = FEATURES.iter().find(|f| f.name.eq_ignore_ascii_case(base)) else {
             bail!(
@@ -179,6 +180,55 @@ pub fn to_words(word: u64) -> Vec<String> {
         .collect()
 }
 
+/// The pin directory must be a real directory owned by root and closed to others: a
+/// symlink or a directory another user controls could hand us (or a root caller) a map
+/// that is not the scheduler's.
+pub fn check_pin_dir() -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let md = match std::fs::symlink_metadata(PIN_DIR) {
+        Ok(md) => md,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("reading {PIN_DIR}")),
+    };
+    if md.file_type().is_symlink() {
+        bail!("{PIN_DIR} is a symlink: refusing to use it (remove it)");
+    }
+    if !md.is_dir() {
+        bail!("{PIN_DIR} is not a directory: refusing to use it (remove it)");
+    }
+    if md.uid() != 0 || md.mode() & 0o022 != 0 {
+        bail!(
+            "{PIN_DIR} is owned by uid {} with mode {:o}: refusing it (it must be root's and not \
+             writable by others; remove it)",
+            md.uid(),
+            md.mode() & 0o7777
+        );
+    }
+    Ok(())
+}
+
+/// What `sis_features` is in this build: a map from another build (a different type, key or
+/// value size, name) gets one clear line instead of a wrong read.
+fn check_foreign(map: &MapHandle) -> Result<()> {
+    let ok = map.map_type() == libbpf_rs::MapType::Array
+        && map.key_size() == 4
+        && map.value_size() == 8
+        && map.max_entries() == 1
+        && map.name().to_str() == Some("sis_features");
+    if !ok {
+        bail!(
+            "{PIN_PATH} is not this build's feature map (type {:?}, key {} B, value {} B, {} entries, name {:?}; \
+             expected array, 4 B, 8 B, 1, \"sis_features\"): is another version of scx_sisutil running?",
+            map.map_type(),
+            map.key_size(),
+            map.value_size(),
+            map.max_entries(),
+            map.name()
+        );
+    }
+    Ok(())
+}
+
 fn open_pinned() -> Result<MapHandle> {
     // The pin sits in a root-only directory: for another user it is not missing but
     // unreadable, and saying "no running scx_sisutil" would be wrong.
@@ -189,13 +239,16 @@ fn open_pinned() -> Result<MapHandle> {
         }
         _ => bail!("no running scx_sisutil found ({PIN_PATH} does not exist): start it with `sudo scx_sisutil`"),
     }
-    MapHandle::from_pinned_path(PIN_PATH).with_context(|| {
+    check_pin_dir()?;
+    let map = MapHandle::from_pinned_path(PIN_PATH).with_context(|| {
         if unsafe { libc::geteuid() } != 0 {
             "reading or switching features needs root (the feature map is root-only)".to_string()
         } else {
             format!("cannot open {PIN_PATH}")
         }
-    })
+    })?;
+    check_foreign(&map)?;
+    Ok(map)
 }
 
 pub fn read_live() -> Result<u64> {
@@ -204,7 +257,11 @@ pub fn read_live() -> Result<u64> {
         .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
         .context("reading the feature word")?
         .context("feature word missing")?;
-    Ok(u64::from_ne_bytes(v[..8].try_into()?))
+    let bytes: [u8; 8] = v
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .context("the feature word is not 8 bytes")?;
+    Ok(u64::from_ne_bytes(bytes))
 }
 
 pub fn write_live(word: u64) -> Result<()> {
@@ -218,8 +275,14 @@ pub fn write_live(word: u64) -> Result<()> {
 
 /// A SIGKILLed instance leaves its pin behind: the map then belongs to no scheduler, and
 /// reading or writing it would report a state that nothing runs with.
-fn check_running() -> Result<()> {
+pub fn check_running() -> Result<()> {
     let sysfs = Path::new("/sys/kernel/sched_ext");
+    if !sysfs.exists() {
+        bail!(
+            "no running scx_sisutil found: this kernel has no sched_ext, so {PIN_PATH} is left over \
+             (from a previous boot's bpffs? remove it)"
+        );
+    }
     let state = std::fs::read_to_string(sysfs.join("state")).unwrap_or_default();
     let ops = std::fs::read_to_string(sysfs.join("root/ops")).unwrap_or_default();
     if state.trim() != "enabled" || !ops.starts_with("sisutil_") {
@@ -234,6 +297,8 @@ fn check_running() -> Result<()> {
 
 /// `scx_sisutil features [NAMES...]`
 pub fn features_main(names: &[String]) -> Result<()> {
+    // names first: a typo gets its own line even without a running scheduler
+    apply(0, names)?;
     let cur = read_live()?;
     check_running()?;
     if names.is_empty() {
@@ -296,6 +361,9 @@ mod tests {
         assert!(is_on(w, "SIS_PROP") && is_on(w, "SIS_CORE") && !is_on(w, "SIS_UTIL"));
         let w2 = apply(w, &["NO_SIS_PROP"]).unwrap();
         assert!(!is_on(w2, "SIS_PROP"));
+        let w3 = apply(w, &["no_sis_prop", "No_Sis_Core"]).unwrap();
+        assert!(!is_on(w3, "SIS_PROP") && !is_on(w3, "SIS_CORE"));
+        assert!(apply(0, &["NO_"]).is_err());
         let e = apply(w, &["SIS_PROP", "BOGUS"]).unwrap_err().to_string();
         assert!(
             e.contains("unknown feature 'BOGUS'") && e.contains("SIS_UTIL"),

@@ -2,6 +2,7 @@
 //! scx_sisutil: the kernel's CFS wake-up placement and five kernel patches as
 //! live-switchable, measurable sched_ext policies.
 
+mod ab;
 mod bpf_intf;
 mod bpf_skel;
 mod features;
@@ -31,14 +32,15 @@ Features (kernel sched_feat names; NO_X turns X off):
 
 Examples:
   sudo scx_sisutil                              run with --preset patched
-  sudo scx_sisutil --preset vanilla --stats 1   the seeds' baselines, print stats each second
+  sudo scx_sisutil --preset vanilla --stats 1   every patch off (SIS_PROP depth), stats each second
   sudo scx_sisutil features NO_SIS_UTIL SIS_PROP switch live, no reload
   sudo scx_sisutil monitor --json --count 5     SIS statistics of the running scheduler
-  scx_sisutil scan-table --llc-weight 112       the SIS_UTIL depth table of seed 004
+  scx_sisutil scan-table --llc-weight 112       SIS_UTIL's depth per utilization (its commit's table)
   tools/vm -- 'scx_sisutil & sleep 5; scx_sisutil monitor --count 1'   on a host without sched_ext";
 
 #[derive(Parser, Debug)]
-#[command(name = "scx_sisutil", version, about, after_help = AFTER_HELP, args_conflicts_with_subcommands = true)]
+#[command(name = "scx_sisutil", about, after_help = AFTER_HELP, args_conflicts_with_subcommands = true,
+          disable_version_flag = true)]
 pub struct Cli {
     #[command(subcommand)]
     cmd: Option<Cmd>,
@@ -57,7 +59,10 @@ enum Cmd {
         /// X turns X on, NO_X off; comma or space separated
         names: Vec<String>,
     },
-    /// Print SIS_UTIL's scan depth for each utilization (seed 004's table)
+    /// A/B two feature sets on the running scheduler: run CMD round after round, switching
+    /// live between rounds in ABBA order; medians, difference with a 95 % interval, verdict
+    Ab(ab::AbOpts),
+    /// Print SIS_UTIL's scan depth for each utilization (the table of \"sched/fair: Introduce SIS_UTIL to search idle CPU based on sum of util_avg\")
     ScanTable(util::ScanTableOpts),
 }
 
@@ -89,9 +94,24 @@ pub struct RunOpts {
     /// Describe every statistic and exit
     #[arg(long)]
     pub help_stats: bool,
+    /// Only print the running scheduler's statistics every SECS seconds (no scheduler is
+    /// started; the same as `scx_sisutil monitor --interval SECS`)
+    #[arg(long, value_parser = stats::parse_interval)]
+    pub monitor: Option<f64>,
+    /// Print the version with its build id and exit
+    #[arg(short = 'V', long)]
+    pub version: bool,
     /// More output (-vv: libbpf debug)
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    #[command(flatten, next_help_heading = "Libbpf options")]
+    pub libbpf: scx_utils::libbpf_clap_opts::LibbpfOpts,
+}
+
+/// `scx_sisutil 1.2.3 (build id)`, as every scx scheduler prints it.
+pub fn full_version() -> String {
+    let id = option_env!("SISUTIL_BUILD_ID").unwrap_or("");
+    scx_utils::build_id::full_version(&format!("{}{id}", env!("CARGO_PKG_VERSION")))
 }
 
 fn init_log(verbose: u8) {
@@ -145,8 +165,21 @@ fn shutdown_flag() -> Result<Arc<AtomicBool>> {
 }
 
 fn run(opts: RunOpts) -> Result<()> {
+    if opts.version {
+        println!("scx_sisutil {}", full_version());
+        return Ok(());
+    }
     if opts.help_stats {
         return stats::help_stats();
+    }
+    if let Some(secs) = opts.monitor {
+        let mopts = stats::MonitorOpts {
+            interval: secs,
+            count: None,
+            json: false,
+        };
+        let s = shutdown_flag()?;
+        return stats::monitor(&mopts, &|| s.load(Ordering::Relaxed));
     }
     let feat = features::apply(features::preset(opts.preset), &opts.features)?;
     preflight()?;
@@ -197,6 +230,7 @@ fn main() {
             shutdown_flag().and_then(|s| stats::monitor(&o, &|| s.load(Ordering::Relaxed)))
         }
         Some(Cmd::Features { names }) => features::features_main(&names),
+        Some(Cmd::Ab(o)) => shutdown_flag().and_then(|s| ab::ab_main(&o, s)),
         Some(Cmd::ScanTable(o)) => util::scan_table_main(&o),
     };
     if let Err(e) = res {

@@ -48,6 +48,8 @@ impl<'a> Scheduler<'a> {
         feat: u64,
         open_object: &'a mut MaybeUninit<OpenObject>,
     ) -> Result<Self> {
+        // refuse a pin directory that is not ours before anything is attached
+        features::check_pin_dir()?;
         let topo = scx_utils::Topology::new().context("reading the CPU topology")?;
         let desc = TopoDesc::from_scx(&topo);
         let llcs = desc.llcs();
@@ -63,13 +65,14 @@ impl<'a> Scheduler<'a> {
             if sis_topo.smt != 0 { "on" } else { "off" }
         );
 
+        info!("scx_sisutil {}", crate::full_version());
         let mut builder = BpfSkelBuilder::default();
         builder.obj_builder.debug(opts.verbose > 1);
         let mut skel = scx_ops_open!(
             builder,
             open_object,
             sisutil_ops,
-            None::<libbpf_rs::libbpf_sys::bpf_object_open_opts>
+            opts.libbpf.clone().into_bpf_open_opts()
         )?;
         skel.struct_ops.sisutil_ops_mut().exit_dump_len = opts.exit_dump_len;
         skel.struct_ops.sisutil_ops_mut().flags = *scx_utils::compat::SCX_OPS_KEEP_BUILTIN_IDLE
@@ -81,6 +84,7 @@ impl<'a> Scheduler<'a> {
         rodata.imbalance_pct = opts.imbalance_pct;
 
         let mut skel = scx_ops_load!(skel, sisutil_ops, uei)?;
+        info!("verifier: {}", verified_insns(&skel));
 
         skel.maps
             .sis_features
@@ -94,10 +98,23 @@ impl<'a> Scheduler<'a> {
                 bss.llc_ctxs[l].nr_idle_scan = cpus.len() as u64;
             }
         }
-        pin_features(&mut skel)?;
 
         let struct_ops = Some(scx_ops_attach!(skel, sisutil_ops)?);
-        let stats_server = StatsServer::new(crate::stats::server_data()).launch()?;
+        // Pinned only once attached, so that `features` never finds a map that no running
+        // scheduler reads; a failure from here on unpins in Drop.
+        let mut sched = Self {
+            skel,
+            struct_ops,
+            stats_server: StatsServer::new(crate::stats::server_data()),
+            filters: vec![],
+            prev_idle: vec![],
+            prev_sample: 0,
+            llcs: vec![],
+            interval: Duration::from_millis(opts.interval_ms),
+            imbalance_pct: opts.imbalance_pct,
+        };
+        pin_features(&mut sched.skel)?;
+        sched.stats_server = StatsServer::new(crate::stats::server_data()).launch()?;
         // statistics are root-only, like the feature map
         let sock = std::path::Path::new("/var/run/scx/root/stats");
         if let Err(e) = std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o600)) {
@@ -109,17 +126,10 @@ impl<'a> Scheduler<'a> {
         );
 
         let nr_cpu_ids = desc.nr_cpu_ids();
-        Ok(Self {
-            skel,
-            struct_ops,
-            stats_server,
-            filters: vec![UtilFilter::default(); nr_cpu_ids],
-            prev_idle: vec![0; nr_cpu_ids],
-            prev_sample: 0,
-            llcs,
-            interval: Duration::from_millis(opts.interval_ms),
-            imbalance_pct: opts.imbalance_pct,
-        })
+        sched.filters = vec![UtilFilter::default(); nr_cpu_ids];
+        sched.prev_idle = vec![0; nr_cpu_ids];
+        sched.llcs = llcs;
+        Ok(sched)
     }
 
     fn features(&self) -> u64 {
@@ -133,7 +143,7 @@ impl<'a> Scheduler<'a> {
             .unwrap_or(0)
     }
 
-    /// One util sample per CPU → per-LLC sum → SIS_UTIL depth (seed 004's
+    /// One util sample per CPU → per-LLC sum → SIS_UTIL depth (SIS_UTIL's
     /// update_idle_cpu_scan, done here because sched_ext tasks are not in the
     /// fair class's load balance).
     fn update_util(&mut self) {
@@ -176,7 +186,7 @@ impl<'a> Scheduler<'a> {
             let lc = &mut bss.llc_ctxs[l];
             let depth = scan_depth(sum, cpus.len() as u64, self.imbalance_pct, small_llc);
             lc.util_sum = sum;
-            // Mel Gorman's review of seed 004: do not write a shared line that would not change
+            // Mel Gorman's review of SIS_UTIL: do not write a shared line that would not change
             if !skip_same || unsafe { std::ptr::read_volatile(&lc.nr_idle_scan) } != depth {
                 unsafe { std::ptr::write_volatile(&mut lc.nr_idle_scan, depth) };
                 lc.updates += 1;
@@ -236,7 +246,36 @@ impl<'a> Scheduler<'a> {
     }
 }
 
+/// The verifier's work per program (veristat's verified_insns): `name=N ...`, so that a
+/// change that makes the wake path harder to verify shows in the log and in the VM tests.
+fn verified_insns(skel: &BpfSkel<'_>) -> String {
+    use libbpf_rs::skel::Skel;
+    use std::os::fd::{AsFd, AsRawFd};
+    skel.object()
+        .progs()
+        .map(|p| {
+            let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+            let mut len = std::mem::size_of_val(&info) as u32;
+            let ret = unsafe {
+                libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
+                    p.as_fd().as_raw_fd(),
+                    &mut info,
+                    &mut len,
+                )
+            };
+            let n = if ret == 0 {
+                info.verified_insns.to_string()
+            } else {
+                "?".into()
+            };
+            format!("{}={n}", p.name().to_string_lossy())
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn pin_features(skel: &mut BpfSkel<'_>) -> Result<()> {
+    features::check_pin_dir()?;
     std::fs::create_dir_all(features::PIN_DIR).with_context(|| {
         format!(
             "creating {} (is bpffs mounted on /sys/fs/bpf?)",
@@ -257,8 +296,11 @@ fn pin_features(skel: &mut BpfSkel<'_>) -> Result<()> {
 impl Drop for Scheduler<'_> {
     fn drop(&mut self) {
         let _ = self.struct_ops.take();
-        if let Err(e) = self.skel.maps.sis_features.unpin(features::PIN_PATH) {
-            debug!("unpin: {e}");
+        // only our own pin: another instance's (refused at start) is left alone
+        if self.skel.maps.sis_features.is_pinned() {
+            if let Err(e) = self.skel.maps.sis_features.unpin(features::PIN_PATH) {
+                debug!("unpin: {e}");
+            }
         }
         let _ = std::fs::remove_dir(features::PIN_DIR);
         info!("scx_sisutil detached");

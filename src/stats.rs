@@ -327,6 +327,36 @@ fn connect(shutdown: &dyn Fn() -> bool) -> Result<Option<StatsClient>> {
     }
 }
 
+/// A client of the running scheduler's stats server, or one clear line why there is none.
+pub fn connect_once() -> Result<StatsClient> {
+    match StatsClient::new().connect(Some(5000)) {
+        Ok(c) => {
+            foreign_server()?;
+            Ok(c)
+        }
+        Err(e) => match e.downcast_ref::<std::io::Error>().map(|e| e.kind()) {
+            Some(std::io::ErrorKind::NotFound) | Some(std::io::ErrorKind::ConnectionRefused) => {
+                bail!("no running scx_sisutil (no stats socket at /var/run/scx/root/stats): start it with `sudo scx_sisutil`")
+            }
+            Some(std::io::ErrorKind::PermissionDenied) => {
+                bail!("reading scx_sisutil statistics needs root (the stats socket is root-only)")
+            }
+            _ => Err(e),
+        },
+    }
+}
+
+/// The stats socket is shared by every scx scheduler: one that is not scx_sisutil answers
+/// with other statistics. Name it instead of waiting for it to turn into scx_sisutil.
+fn foreign_server() -> Result<()> {
+    let ops = std::fs::read_to_string("/sys/kernel/sched_ext/root/ops").unwrap_or_default();
+    let ops = ops.trim();
+    if !ops.is_empty() && !ops.starts_with("sisutil") {
+        bail!("the running sched_ext scheduler is '{ops}', not scx_sisutil: its stats server at /var/run/scx/root/stats has other statistics");
+    }
+    Ok(())
+}
+
 pub fn monitor(opts: &MonitorOpts, shutdown: &dyn Fn() -> bool) -> Result<()> {
     let intv = Duration::from_secs_f64(opts.interval);
     let mut printed = 0u64;
@@ -335,7 +365,10 @@ pub fn monitor(opts: &MonitorOpts, shutdown: &dyn Fn() -> bool) -> Result<()> {
             break;
         };
         // the first request opens the delta window
-        if client.request::<Metrics>("stats", vec![]).is_err() {
+        if let Err(e) = client.request::<Metrics>("stats", vec![]) {
+            foreign_server()?;
+            log::debug!("stats request: {e:#}");
+            std::thread::sleep(Duration::from_millis(500));
             continue;
         }
         loop {

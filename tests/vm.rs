@@ -157,6 +157,71 @@ fn basic(name: &str, kernel: &str, smp: &str) {
         disabled, 3,
         "{name}: want 3 'state disabled' checks (SIGTERM, SIGKILL, SIGINT)"
     );
+    verifier_record(name, &o.stdout);
+}
+
+/// The verifier's instruction count per BPF program (the loader logs `verifier: prog=N ...`
+/// at start), against the record in docs/verifier-insns.txt (`TEST PROG N` lines): every
+/// program must have a record, and none may grow by more than 25 % over it without the
+/// record being updated in the same change (SISUTIL_VERIFIER_RECORD=1 rewrites this test's
+/// lines), so that complexity growth shows in review.
+fn verifier_record(name: &str, stdout: &str) {
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split_once("verifier: ").map(|(_, r)| r.to_string()))
+        .unwrap_or_else(|| panic!("{name}: the scheduler logged no 'verifier:' line"));
+    let now: Vec<(String, u64)> = line
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| {
+            let n = v
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}: verified_insns of {k} is '{v}'"));
+            (k.to_string(), n)
+        })
+        .collect();
+    assert!(!now.is_empty(), "{name}: empty verifier line '{line}'");
+    let path = repo().join("docs/verifier-insns.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    if std::env::var_os("SISUTIL_VERIFIER_RECORD").is_some() {
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with('#') || l.split_whitespace().next() != Some(name))
+            .map(String::from)
+            .collect();
+        lines.extend(now.iter().map(|(p, n)| format!("{name} {p} {n}")));
+        std::fs::write(&path, lines.join("\n") + "\n").expect("writing docs/verifier-insns.txt");
+        println!(
+            "{name}: recorded {} programs in {}",
+            now.len(),
+            path.display()
+        );
+        return;
+    }
+    let mut bad = vec![];
+    for (p, n) in &now {
+        let rec = text.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[0] == name && f[1] == p).then(|| f[2].parse::<u64>().ok())?
+        });
+        match rec {
+            None => bad.push(format!("{p}: {n} insns, no record")),
+            Some(r) => {
+                println!(
+                    "verifier {name} {p}: {n} insns (recorded {r}, {:+.1} %)",
+                    (*n as f64 - r as f64) * 100.0 / r.max(1) as f64
+                );
+                if *n * 100 > r * 125 {
+                    bad.push(format!("{p}: {n} insns, > 125 % of the recorded {r}"));
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "{name}: verifier complexity not recorded in docs/verifier-insns.txt (rerun with \
+         SISUTIL_VERIFIER_RECORD=1 and commit the record): {bad:?}"
+    );
 }
 
 #[test]
@@ -201,6 +266,7 @@ fn features_live(name: &str, kernel: &str) {
             "SIS_UTIL under overload: scan_skipped",
             "SIS_UTIL under overload:",
             "unbounded scan:",
+            "features restored",
             "exit status after SIGTERM = 0",
             "dmesg: no abnormal sched_ext disable",
         ],
@@ -307,6 +373,9 @@ fn errors_vm_6_12() {
             "scx_sisutil --interval-ms 0: exit 2, one line",
             "scx_sisutil --preset foo: exit 2, one line",
             "scx_sisutil --features BOGUS: exit 1, one line",
+            "features with a foreign pinned map: exit 1, one line",
+            "scx_sisutil with a symlinked pin directory: exit 1, one line",
+            "-V prints the version with its build id",
             "second instance refused: scx_sisutil: error: another sched_ext scheduler is already running",
             "features NO_SIS_UTIL as nobody refused",
             "exit status after SIGTERM = 0",

@@ -47,6 +47,25 @@ for args in "--slice-us 0:slice-us" "--imbalance-pct 99:imbalance-pct" \
   error_line "scx_sisutil $flags" "$rc" "$out" "$pat"
 done
 
+# --- pins that are not ours ----------------------------------------------------------------
+# A feature map from another build (4-byte value) must give one line, not a panic.
+mkdir -p /sys/fs/bpf/scx_sisutil && chmod 700 /sys/fs/bpf/scx_sisutil
+bpftool map create /sys/fs/bpf/scx_sisutil/features type array key 4 value 4 entries 1 name sis_features ||
+  fail "bpftool map create"
+rc=0; out=$(timeout 60 scx_sisutil features 2>&1) || rc=$?
+error_line "features with a foreign pinned map" "$rc" "$out" "not this build's feature map"
+rm -rf /sys/fs/bpf/scx_sisutil
+# A symlinked pin directory is refused at start, and nothing stays attached.
+mkdir -p /tmp/elsewhere && ln -s /tmp/elsewhere /sys/fs/bpf/scx_sisutil
+rc=0; timeout 60 scx_sisutil >/tmp/symlink.log 2>&1 || rc=$?
+out=$(grep -E '^(scx_sisutil: )?error:' /tmp/symlink.log || true)
+error_line "scx_sisutil with a symlinked pin directory" "$rc" "$out" "is a symlink"
+[ ! -e /tmp/elsewhere/features ] || fail "a map was pinned through the symlink"
+rm -f /sys/fs/bpf/scx_sisutil
+out=$(scx_sisutil -V)
+grep -qE '^scx_sisutil [0-9]+\.[0-9]+\.[0-9]+(-g[0-9a-f]+)? ' <<<"$out" || fail "-V: $out"
+ok "-V prints the version with its build id: $out"
+
 # --- a second instance ---------------------------------------------------------------------
 sched_start /tmp/sched.log
 ops=$(scx_ops)
