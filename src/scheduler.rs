@@ -31,6 +31,9 @@ pub struct Scheduler<'a> {
     prev_sample: u64,
     interval: Duration,
     imbalance_pct: u64,
+    /// SIS_FIT: per LLC, the fitted depth of each utilization bucket (None: too few samples)
+    fit: Vec<[Option<u64>; crate::calibrate::BUCKETS]>,
+    last_fit: Option<Instant>,
 }
 
 fn monotonic_ns() -> u64 {
@@ -82,6 +85,7 @@ impl<'a> Scheduler<'a> {
         unsafe { copy_same_c_type(&*sis_topo, &mut rodata.topo) };
         rodata.slice_ns = opts.slice_us * 1000;
         rodata.imbalance_pct = opts.imbalance_pct;
+        crate::calibrate::size_records(&mut skel, llcs.len())?;
 
         let mut skel = scx_ops_load!(skel, sisutil_ops, uei)?;
         info!("verifier: {}", verified_insns(&skel));
@@ -98,6 +102,7 @@ impl<'a> Scheduler<'a> {
                 bss.llc_ctxs[l].nr_idle_scan = cpus.len() as u64;
             }
         }
+        crate::calibrate::init_loader(&mut skel, &llcs, opts.imbalance_pct)?;
 
         let struct_ops = Some(scx_ops_attach!(skel, sisutil_ops)?);
         // Pinned only once attached, so that `features` never finds a map that no running
@@ -112,8 +117,11 @@ impl<'a> Scheduler<'a> {
             llcs: vec![],
             interval: Duration::from_millis(opts.interval_ms),
             imbalance_pct: opts.imbalance_pct,
+            fit: vec![],
+            last_fit: None,
         };
         pin_features(&mut sched.skel)?;
+        crate::calibrate::pin(&mut sched.skel)?;
         sched.stats_server = StatsServer::new(crate::stats::server_data()).launch()?;
         // statistics are root-only, like the feature map
         let sock = std::path::Path::new("/var/run/scx/root/stats");
@@ -149,6 +157,7 @@ impl<'a> Scheduler<'a> {
     fn update_util(&mut self) {
         let feat = self.features();
         let small_llc = feat & crate::bpf_intf::sis_feature_FEAT_SIS_SMALL_LLC as u64 != 0;
+        let sis_fit = self.update_calib(feat);
         let skip_same = feat & crate::bpf_intf::sis_feature_FEAT_KICK_SKIP_REDUNDANT as u64 != 0;
         let now = monotonic_ns();
         let period = now.saturating_sub(self.prev_sample);
@@ -184,7 +193,11 @@ impl<'a> Scheduler<'a> {
                 continue;
             }
             let lc = &mut bss.llc_ctxs[l];
-            let depth = scan_depth(sum, cpus.len() as u64, self.imbalance_pct, small_llc);
+            let mut depth = scan_depth(sum, cpus.len() as u64, self.imbalance_pct, small_llc);
+            if sis_fit {
+                depth = crate::calibrate::fit_depth(self.fit.get(l), sum, cpus.len() as u64)
+                    .unwrap_or(depth);
+            }
             lc.util_sum = sum;
             // Mel Gorman's review of SIS_UTIL: do not write a shared line that would not change
             if !skip_same || unsafe { std::ptr::read_volatile(&lc.nr_idle_scan) } != depth {
@@ -192,6 +205,28 @@ impl<'a> Scheduler<'a> {
                 lc.updates += 1;
             }
         }
+    }
+
+    /// Depth calibration: recording on while `calibrate` holds its lease or SIS_FIT is on;
+    /// with SIS_FIT, the per-LLC fit from the records, refreshed each second. Returns
+    /// whether SIS_FIT's depths apply.
+    fn update_calib(&mut self, feat: u64) -> bool {
+        let sis_fit = feat & crate::bpf_intf::sis_feature_FEAT_SIS_FIT as u64 != 0;
+        let on = sis_fit || crate::calibrate::lease_held(&self.skel, monotonic_ns());
+        if let Some(bss) = self.skel.maps.bss_data.as_mut() {
+            if (bss.calib_on != 0) != on {
+                unsafe { std::ptr::write_volatile(&mut bss.calib_on, on as u64) };
+            }
+        }
+        if !sis_fit {
+            self.last_fit = None;
+            return false;
+        }
+        if self.last_fit.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+            self.fit = crate::calibrate::fit_from_records(&self.skel, self.llcs.len());
+            self.last_fit = Some(Instant::now());
+        }
+        true
     }
 
     fn read_metrics(&self) -> Metrics {
@@ -302,6 +337,7 @@ impl Drop for Scheduler<'_> {
                 debug!("unpin: {e}");
             }
         }
+        crate::calibrate::unpin(&mut self.skel);
         let _ = std::fs::remove_dir(features::PIN_DIR);
         info!("scx_sisutil detached");
     }
