@@ -5,9 +5,9 @@
 mod ab;
 mod bpf_intf;
 mod bpf_skel;
-mod calibrate;
 #[cfg(test)]
 mod calib_test;
+mod calibrate;
 mod features;
 mod scheduler;
 #[cfg(test)]
@@ -238,9 +238,7 @@ fn main() {
         }
         Some(Cmd::Features { names }) => features::features_main(&names),
         Some(Cmd::Ab(o)) => shutdown_flag().and_then(|s| ab::ab_main(&o, s)),
-        Some(Cmd::Calibrate(o)) => {
-            shutdown_flag().and_then(|s| calibrate::calibrate_main(&o, &s))
-        }
+        Some(Cmd::Calibrate(o)) => shutdown_flag().and_then(|s| calibrate::calibrate_main(&o, &s)),
         Some(Cmd::ScanTable(o)) => util::scan_table_main(&o),
     };
     if let Err(e) = res {

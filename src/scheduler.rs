@@ -222,7 +222,10 @@ impl<'a> Scheduler<'a> {
             self.last_fit = None;
             return false;
         }
-        if self.last_fit.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+        if self
+            .last_fit
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+        {
             self.fit = crate::calibrate::fit_from_records(&self.skel, self.llcs.len());
             self.last_fit = Some(Instant::now());
         }
