@@ -15,9 +15,9 @@ pub const PIN_PATH: &str = "/sys/fs/bpf/scx_sisutil/features";
 pub struct Feature {
     pub name: &'static str,
     pub bit: u64,
-    /// on in `--preset patched` (the kernel's defaults with every seed applied)
+    /// on in `--preset patched` (the kernel's defaults with every patch applied)
     pub patched: bool,
-    /// on in `--preset vanilla` (each seed's baseline)
+    /// on in `--preset vanilla` (every patch off: the oldest baseline)
     pub vanilla: bool,
     pub help: &'static str,
 }
@@ -28,7 +28,7 @@ pub const FEATURES: &[Feature] = &[
         bit: bpf_intf::sis_feature_FEAT_SIS_UTIL as u64,
         patched: true,
         vanilla: false,
-        help: "seed 004: bound the LLC scan by nr_idle_scan, from the LLC's util sum",
+        help: "Chen Yu 2022, SIS_UTIL: bound the LLC scan by nr_idle_scan, from the LLC's util sum",
     },
     Feature {
         name: "SIS_PROP",
@@ -49,7 +49,7 @@ pub const FEATURES: &[Feature] = &[
         bit: bpf_intf::sis_feature_FEAT_WA_IDLE_PREV as u64,
         patched: true,
         vanilla: false,
-        help: "seed 003: wake_affine_idle returns prev when it is idle",
+        help: "Julia Lawall 2020, check for idle core: wake_affine_idle returns prev when it is idle",
     },
     Feature {
         name: "WA_WEIGHT",
@@ -63,28 +63,28 @@ pub const FEATURES: &[Feature] = &[
         bit: bpf_intf::sis_feature_FEAT_TTWU_QUEUE_DESCHED as u64,
         patched: true,
         vanilla: false,
-        help: "seed 001: wakee's CPU is descheduling it and has nothing queued: place it there",
+        help: "Mel Gorman 2020, offload wakee activation: wakee's CPU is descheduling it and has nothing queued: place it there",
     },
     Feature {
         name: "NEWIDLE_SKIP_IPI",
         bit: bpf_intf::sis_feature_FEAT_NEWIDLE_SKIP_IPI as u64,
         patched: true,
         vanilla: false,
-        help: "seed 000: an idle CPU woken with no work for it does not pull from other LLCs",
+        help: "K Prateek Nayak 2024, skip newidle_balance() on IPI: an idle CPU woken with no work for it does not pull from other LLCs",
     },
     Feature {
         name: "KICK_SKIP_REDUNDANT",
         bit: bpf_intf::sis_feature_FEAT_KICK_SKIP_REDUNDANT as u64,
         patched: true,
         vanilla: false,
-        help: "seed 002: read shared flags before writing them; kick targets wrap from this_cpu+1",
+        help: "Tim Chen 2024, skip unnecessary ILB flag updates: read shared flags before writing them; kick targets wrap from this_cpu+1",
     },
     Feature {
         name: "SIS_SMALL_LLC",
         bit: bpf_intf::sis_feature_FEAT_SIS_SMALL_LLC as u64,
         patched: false,
         vanilla: false,
-        help: "seed 004 thread: for LLCs of <= 16 CPUs, depth * 32 / llc_weight",
+        help: "SIS_UTIL review (K Prateek Nayak): for LLCs of <= 16 CPUs, depth * 32 / llc_weight",
     },
     Feature {
         name: "SIS_FIT",
@@ -97,20 +97,186 @@ pub const FEATURES: &[Feature] = &[
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Preset {
-    /// every seed policy on (SIS_UTIL, WA_IDLE_PREV, TTWU_QUEUE_DESCHED, NEWIDLE_SKIP_IPI, KICK_SKIP_REDUNDANT)
+    /// every patch on: SIS_UTIL, WA_IDLE_PREV, TTWU_QUEUE_DESCHED, NEWIDLE_SKIP_IPI, KICK_SKIP_REDUNDANT (+ SIS_CORE, WA_WEIGHT)
     Patched,
-    /// each seed's baseline: SIS_PROP on, the seed policies off
+    /// the oldest baseline, every patch off: SIS_PROP, SIS_CORE, WA_WEIGHT (a v5.7 kernel)
     Vanilla,
+    /// v5.7, before "sched/core: Offload wakee task activation if the wakee is descheduling" (= vanilla)
+    TtwuQueueDeschedBase,
+    /// v5.7 + TTWU_QUEUE_DESCHED
+    TtwuQueueDesched,
+    /// v5.9, before "sched/fair: check for idle core": SIS_PROP, TTWU_QUEUE_DESCHED
+    WaIdlePrevBase,
+    /// v5.9 + WA_IDLE_PREV
+    WaIdlePrev,
+    /// v5.19-rc1, before "sched/fair: Introduce SIS_UTIL ...": SIS_PROP, TTWU_QUEUE_DESCHED, WA_IDLE_PREV
+    SisUtilBase,
+    /// v5.19-rc1 + SIS_UTIL, SIS_PROP off (as the merged commit set them)
+    SisUtil,
+    /// tip of 2024-01 (v6.8-rc), before "sched/fair: Skip newidle_balance() when an idle CPU is woken up to process an IPI": SIS_UTIL, TTWU_QUEUE_DESCHED, WA_IDLE_PREV
+    NewidleSkipIpiBase,
+    /// v6.8-rc + NEWIDLE_SKIP_IPI
+    NewidleSkipIpi,
+    /// v6.8, before "sched/balance: Skip unnecessary updates to idle load balancer's flags": SIS_UTIL, TTWU_QUEUE_DESCHED, WA_IDLE_PREV
+    KickSkipRedundantBase,
+    /// v6.8 + KICK_SKIP_REDUNDANT
+    KickSkipRedundant,
+}
+
+/// One kernel patch against the kernel it was measured on: `base` is that kernel's
+/// feature set, the patched side is `base` + `feature` - `replaces`, so the two differ by
+/// that patch alone. Chronology: each base holds the patches merged before it (the
+/// newidle IPI patch was posted in 2024-01 but not merged in that form, so the 2024-06
+/// kick patch's v6.8 base does not have it).
+pub struct SeedPair {
+    /// the feature the patch becomes
+    pub feature: &'static str,
+    /// author, title and date of the patch
+    pub patch: &'static str,
+    /// the kernel the patch's own numbers were measured on
+    pub kernel: &'static str,
+    /// features on in that kernel (SIS_CORE and WA_WEIGHT: the kernel's defaults throughout)
+    pub base: &'static [&'static str],
+    /// features the patch turned off
+    pub replaces: &'static [&'static str],
+    pub base_preset: Preset,
+    pub preset: Preset,
+}
+
+pub const SEED_PAIRS: &[SeedPair] = &[
+    SeedPair {
+        feature: "TTWU_QUEUE_DESCHED",
+        patch: "Mel Gorman, \"sched/core: Offload wakee task activation if the wakee is descheduling\" (2020-05, commit 2ebb17717550)",
+        kernel: "v5.7-rc6",
+        base: &["SIS_PROP", "SIS_CORE", "WA_WEIGHT"],
+        replaces: &[],
+        base_preset: Preset::TtwuQueueDeschedBase,
+        preset: Preset::TtwuQueueDesched,
+    },
+    SeedPair {
+        feature: "WA_IDLE_PREV",
+        patch: "Julia Lawall, \"sched/fair: check for idle core\" (2020-10)",
+        kernel: "v5.9",
+        base: &["SIS_PROP", "SIS_CORE", "WA_WEIGHT", "TTWU_QUEUE_DESCHED"],
+        replaces: &[],
+        base_preset: Preset::WaIdlePrevBase,
+        preset: Preset::WaIdlePrev,
+    },
+    SeedPair {
+        feature: "SIS_UTIL",
+        patch: "Chen Yu, \"sched/fair: Introduce SIS_UTIL to search idle CPU based on sum of util_avg\" (2022-06)",
+        kernel: "v5.19-rc1",
+        base: &["SIS_PROP", "SIS_CORE", "WA_WEIGHT", "TTWU_QUEUE_DESCHED", "WA_IDLE_PREV"],
+        replaces: &["SIS_PROP"],
+        base_preset: Preset::SisUtilBase,
+        preset: Preset::SisUtil,
+    },
+    SeedPair {
+        feature: "NEWIDLE_SKIP_IPI",
+        patch: "K Prateek Nayak, \"sched/fair: Skip newidle_balance() when an idle CPU is woken up to process an IPI\" (2024-01)",
+        kernel: "tip:sched/core sched-core-2024-01-08 (v6.8-rc; SIS_PROP removed in v6.7)",
+        base: &["SIS_UTIL", "SIS_CORE", "WA_WEIGHT", "TTWU_QUEUE_DESCHED", "WA_IDLE_PREV"],
+        replaces: &[],
+        base_preset: Preset::NewidleSkipIpiBase,
+        preset: Preset::NewidleSkipIpi,
+    },
+    SeedPair {
+        feature: "KICK_SKIP_REDUNDANT",
+        patch: "Tim Chen / Chen Yu, \"sched/balance: Skip unnecessary updates to idle load balancer's flags\" (2024-06)",
+        kernel: "v6.8",
+        base: &["SIS_UTIL", "SIS_CORE", "WA_WEIGHT", "TTWU_QUEUE_DESCHED", "WA_IDLE_PREV"],
+        replaces: &[],
+        base_preset: Preset::KickSkipRedundantBase,
+        preset: Preset::KickSkipRedundant,
+    },
+];
+
+fn word_of(names: &[&str]) -> u64 {
+    names.iter().fold(0, |w, n| {
+        w | FEATURES.iter().find(|f| f.name == *n).map_or(0, |f| f.bit)
+    })
+}
+
+impl SeedPair {
+    pub fn base_word(&self) -> u64 {
+        word_of(self.base)
+    }
+    pub fn patched_word(&self) -> u64 {
+        (self.base_word() | word_of(&[self.feature])) & !word_of(self.replaces)
+    }
 }
 
 pub fn preset(p: Preset) -> u64 {
-    FEATURES
-        .iter()
-        .filter(|f| match p {
-            Preset::Patched => f.patched,
-            Preset::Vanilla => f.vanilla,
-        })
-        .fold(0, |w, f| w | f.bit)
+    let flag =
+        |on: fn(&Feature) -> bool| FEATURES.iter().filter(|f| on(f)).fold(0, |w, f| w | f.bit);
+    match p {
+        Preset::Patched => flag(|f| f.patched),
+        Preset::Vanilla => flag(|f| f.vanilla),
+        _ => SEED_PAIRS
+            .iter()
+            .find_map(|s| {
+                if s.base_preset == p {
+                    Some(s.base_word())
+                } else if s.preset == p {
+                    Some(s.patched_word())
+                } else {
+                    None
+                }
+            })
+            .expect("every preset is vanilla, patched or in SEED_PAIRS"),
+    }
+}
+
+/// `scx_sisutil presets [--json]`: every preset, its features and what it stands for.
+pub fn presets_main(json: bool) -> Result<()> {
+    use clap::ValueEnum;
+    let name = |p: Preset| {
+        p.to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default()
+    };
+    let on = |w: u64| {
+        FEATURES
+            .iter()
+            .filter(|f| w & f.bit != 0)
+            .map(|f| f.name)
+            .collect::<Vec<_>>()
+    };
+    let mut rows = vec![];
+    for p in Preset::value_variants() {
+        let pair = SEED_PAIRS
+            .iter()
+            .find(|s| s.base_preset == *p || s.preset == *p);
+        let meaning = match (p, pair) {
+            (Preset::Patched, _) => "every patch on (the default)".to_string(),
+            (Preset::Vanilla, _) => "every patch off: the oldest baseline".to_string(),
+            (_, Some(s)) if s.base_preset == *p => {
+                format!("{}, before {}", s.kernel, s.patch)
+            }
+            (_, Some(s)) => format!("{} + {} ({})", s.kernel, s.feature, s.patch),
+            (_, None) => String::new(),
+        };
+        let pair_json = pair.map(|s| {
+            serde_json::json!({"feature": s.feature, "base": name(s.base_preset),
+                               "patched": name(s.preset), "kernel": s.kernel, "patch": s.patch})
+        });
+        rows.push((name(*p), on(preset(*p)), meaning, pair_json));
+    }
+    // writeln!, not println!: a closed pipe (`| head`) is an error line, not a panic
+    use std::io::Write;
+    let mut w = std::io::stdout().lock();
+    if json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(n, f, m, pair)| serde_json::json!({"name": n, "features": f, "meaning": m, "pair": pair}))
+            .collect();
+        writeln!(w, "{}", serde_json::to_string_pretty(&v)?)?;
+        return Ok(());
+    }
+    for (n, f, m, _) in rows {
+        writeln!(w, "{n:<25} {m}\n{:<25} on: {}", "", f.join(" "))?;
+    }
+    Ok(())
 }
 
 pub fn valid_names() -> String {
@@ -334,7 +500,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn presets_match_issue_table() {
+    fn presets_patched_and_vanilla() {
         let p = preset(Preset::Patched);
         for n in [
             "SIS_UTIL",
@@ -360,6 +526,75 @@ mod tests {
         ] {
             assert!(!is_on(v, n), "{n} off in vanilla");
         }
+    }
+
+    #[test]
+    fn each_pair_differs_by_its_patch_alone() {
+        use clap::ValueEnum;
+        let bit = |n: &str| FEATURES.iter().find(|f| f.name == n).unwrap().bit;
+        for s in SEED_PAIRS {
+            for n in s.base.iter().chain(s.replaces).chain([&s.feature]) {
+                assert!(FEATURES.iter().any(|f| f.name == *n), "{n} is no feature");
+            }
+            let (b, p) = (preset(s.base_preset), preset(s.preset));
+            assert_eq!(b, s.base_word());
+            assert_eq!(b & bit(s.feature), 0, "{}: base has the patch", s.feature);
+            let mut want = bit(s.feature);
+            for r in s.replaces {
+                want |= bit(r);
+            }
+            assert_eq!(
+                b ^ p,
+                want,
+                "{}: the pair differs by more than the patch",
+                s.feature
+            );
+            // the kernel defaults are on on both sides, SIS_SMALL_LLC (a thread's idea) off
+            assert!(is_on(b, "SIS_CORE") && is_on(b, "WA_WEIGHT") && !is_on(b, "SIS_SMALL_LLC"));
+            // exactly one scan depth on each side
+            for w in [b, p] {
+                assert!(
+                    is_on(w, "SIS_PROP") != is_on(w, "SIS_UTIL"),
+                    "{}: depth",
+                    s.feature
+                );
+            }
+        }
+        // chronology: each base holds every patch merged before it
+        let order = ["TTWU_QUEUE_DESCHED", "WA_IDLE_PREV", "SIS_UTIL"];
+        for (i, s) in SEED_PAIRS.iter().enumerate().take(3) {
+            assert_eq!(s.feature, order[i]);
+            for earlier in &order[..i] {
+                assert!(
+                    is_on(s.base_word(), earlier),
+                    "{} base lacks {earlier}",
+                    s.feature
+                );
+            }
+        }
+        // SIS_UTIL's own numbers: v5.19-rc1 already had the 2020 patches
+        assert_eq!(
+            preset(Preset::SisUtilBase) ^ preset(Preset::SisUtil),
+            bit("SIS_UTIL") | bit("SIS_PROP")
+        );
+        assert_eq!(
+            preset(Preset::TtwuQueueDeschedBase),
+            preset(Preset::Vanilla)
+        );
+        // patched = the newest base + the two 2024 patches
+        assert_eq!(
+            preset(Preset::Patched),
+            preset(Preset::KickSkipRedundantBase)
+                | bit("NEWIDLE_SKIP_IPI")
+                | bit("KICK_SKIP_REDUNDANT")
+        );
+        // every preset resolves, and its CLI name is the kebab-case of the pair
+        for p in Preset::value_variants() {
+            let _ = preset(*p);
+        }
+        let name = |p: Preset| p.to_possible_value().unwrap().get_name().to_string();
+        assert_eq!(name(Preset::SisUtilBase), "sis-util-base");
+        assert_eq!(name(Preset::KickSkipRedundant), "kick-skip-redundant");
     }
 
     #[test]

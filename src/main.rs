@@ -36,6 +36,9 @@ Features (kernel sched_feat names; NO_X turns X off):
 Examples:
   sudo scx_sisutil                              run with --preset patched
   sudo scx_sisutil --preset vanilla --stats 1   every patch off (SIS_PROP depth), stats each second
+  sudo scx_sisutil --preset sis-util-base       SIS_UTIL's own baseline (v5.19-rc1)
+  sudo scx_sisutil --preset sis-util            ... with SIS_UTIL: the two differ by it alone
+  scx_sisutil presets                           every preset, its features and its kernel
   sudo scx_sisutil features NO_SIS_UTIL SIS_PROP switch live, no reload
   sudo scx_sisutil monitor --json --count 5     SIS statistics of the running scheduler
   scx_sisutil scan-table --llc-weight 112       SIS_UTIL's depth per utilization (its commit's table)
@@ -71,11 +74,18 @@ enum Cmd {
     Calibrate(calibrate::CalibrateOpts),
     /// Print SIS_UTIL's scan depth for each utilization (the table of \"sched/fair: Introduce SIS_UTIL to search idle CPU based on sum of util_avg\")
     ScanTable(util::ScanTableOpts),
+    /// List the presets: features on and the kernel each stands for
+    Presets {
+        /// JSON instead of the table
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunOpts {
-    /// Feature preset: patched = every seed policy on; vanilla = each seed's baseline
+    /// Feature preset: patched = every patch on; vanilla = every patch off; X-base / X = the
+    /// kernel patch X was measured on, without / with X (`--help` lists them)
     #[arg(long, value_enum, default_value_t = Preset::Patched)]
     pub preset: Preset,
     /// Features applied after the preset, e.g. SIS_PROP,NO_SIS_UTIL
@@ -101,6 +111,9 @@ pub struct RunOpts {
     /// Describe every statistic and exit
     #[arg(long)]
     pub help_stats: bool,
+    /// With --help-stats: the same as JSON (counters, derived formulas)
+    #[arg(long, requires = "help_stats")]
+    pub json: bool,
     /// Only print the running scheduler's statistics every SECS seconds (no scheduler is
     /// started; the same as `scx_sisutil monitor --interval SECS`)
     #[arg(long, value_parser = stats::parse_interval)]
@@ -177,7 +190,7 @@ fn run(opts: RunOpts) -> Result<()> {
         return Ok(());
     }
     if opts.help_stats {
-        return stats::help_stats();
+        return stats::help_stats(opts.json);
     }
     if let Some(secs) = opts.monitor {
         let mopts = stats::MonitorOpts {
@@ -240,6 +253,7 @@ fn main() {
         Some(Cmd::Ab(o)) => shutdown_flag().and_then(|s| ab::ab_main(&o, s)),
         Some(Cmd::Calibrate(o)) => shutdown_flag().and_then(|s| calibrate::calibrate_main(&o, &s)),
         Some(Cmd::ScanTable(o)) => util::scan_table_main(&o),
+        Some(Cmd::Presets { json }) => features::presets_main(json),
     };
     if let Err(e) = res {
         eprintln!("scx_sisutil: error: {e:#}");

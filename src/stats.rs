@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-//! Mel Gorman's SIS statistics (seed 004 quotes them), per interval and per LLC,
+//! Mel Gorman's SIS statistics (Chen Yu's SIS_UTIL patch quotes them), per interval and per LLC,
 //! served with scx_stats and printed by `scx_sisutil monitor`.
 
 use anyhow::{bail, Result};
@@ -35,18 +35,18 @@ macro_rules! counters {
             hit_sis_util: sis_stat_STAT_HIT_SIS_UTIL, "SIS_UTIL hits: scans skipped or cut by nr_idle_scan";
             hit_sis_prop: sis_stat_STAT_HIT_SIS_PROP, "SIS_PROP hits: scans cut by the proportional depth";
             hit_sis_core: sis_stat_STAT_HIT_SIS_CORE, "SIS_CORE hits: whole idle cores found";
-            hit_wa_idle_prev: sis_stat_STAT_HIT_WA_IDLE_PREV, "WA_IDLE_PREV hits: idle prev kept (seed 003)";
+            hit_wa_idle_prev: sis_stat_STAT_HIT_WA_IDLE_PREV, "WA_IDLE_PREV hits: idle prev kept";
             hit_wa_weight: sis_stat_STAT_HIT_WA_WEIGHT, "WA_WEIGHT hits: waker's CPU less loaded, chosen";
-            hit_ttwu_queue_desched: sis_stat_STAT_HIT_TTWU_QUEUE_DESCHED, "TTWU_QUEUE_DESCHED hits: wakee placed on its descheduling CPU (seed 001)";
-            hit_newidle_skip_ipi: sis_stat_STAT_HIT_NEWIDLE_SKIP_IPI, "NEWIDLE_SKIP_IPI hits: idle CPU woken for nothing did not pull (seed 000)";
-            hit_kick_skip_redundant: sis_stat_STAT_HIT_KICK_SKIP_REDUNDANT, "KICK_SKIP_REDUNDANT hits: shared-flag writes skipped (seed 002)";
+            hit_ttwu_queue_desched: sis_stat_STAT_HIT_TTWU_QUEUE_DESCHED, "TTWU_QUEUE_DESCHED hits: wakee placed on its descheduling CPU";
+            hit_newidle_skip_ipi: sis_stat_STAT_HIT_NEWIDLE_SKIP_IPI, "NEWIDLE_SKIP_IPI hits: idle CPU woken for nothing did not pull";
+            hit_kick_skip_redundant: sis_stat_STAT_HIT_KICK_SKIP_REDUNDANT, "KICK_SKIP_REDUNDANT hits: shared-flag writes skipped";
             enqueue: sis_stat_STAT_ENQUEUE, "tasks queued on an LLC DSQ";
             direct: sis_stat_STAT_DIRECT, "tasks inserted straight into a CPU's local DSQ";
             dispatch_llc: sis_stat_STAT_DISPATCH_LLC, "dispatches from the CPU's own LLC DSQ";
             steal: sis_stat_STAT_STEAL, "dispatches pulled from another LLC";
             kick: sis_stat_STAT_KICK, "idle CPUs kicked for queued work";
             kick_atomic: sis_stat_STAT_KICK_ATOMIC, "atomic writes to the kick-pending word";
-            kick_scanned: sis_stat_STAT_KICK_SCANNED, "CPUs tested by the enqueue path's search for an idle CPU to kick";
+            kick_scanned: sis_stat_STAT_KICK_SCANNED, "CPUs probed by the enqueue path's search for an idle CPU to kick";
         }
     };
 }
@@ -59,15 +59,23 @@ macro_rules! def_metrics {
         pub struct Metrics {
             #[stat(desc = "features in force (kernel sched_feat spelling)")]
             pub features: String,
-            #[stat(desc = "se_eff%: 100*search/scanned (100 = target/prev/recent idle at wake-up)")]
+            // The derived statistics: each desc spells the formula of its DERIVED entry
+            // (a unit test checks that they agree).
+            #[stat(desc = "se_eff%: 100*(search-failed)/scanned: idle CPUs found per runqueue scanned (schedstat_parse.py, as in the SIS_UTIL patch's tables; 100 = target/prev/recent idle at every wake-up, ~0 at overload)")]
             pub se_eff: f64,
-            #[stat(desc = "dom_eff%: 100*(domain_search-failed)/domain_scanned")]
+            #[stat(desc = "dom_eff%: 100*(domain_search-failed)/(scanned-search+domain_search): idle CPUs found per runqueue scanned by domain searches (schedstat_parse.py; the denominator is mmtests' SIS Domain Scanned)")]
             pub dom_eff: f64,
-            #[stat(desc = "fast_rate%: 100*fast/search")]
+            #[stat(desc = "fast_rate%: 100*(search-domain_search)/search: wake-ups that took target, prev or recent_used_cpu")]
             pub fast_rate: f64,
-            #[stat(desc = "success_rate%: 100*(search-failed)/search")]
+            #[stat(desc = "success_rate%: 100*(search-failed)/search: wake-ups that found an idle CPU")]
             pub success_rate: f64,
-            #[stat(desc = "average CPUs examined per domain search: domain_scanned/domain_search")]
+            #[stat(desc = "mmtests' SIS Search Efficiency: 100*search/scanned (Mel Gorman's reports; reads ~100 at overload where se_eff reads ~0)")]
+            pub mmtests_se_eff: f64,
+            #[stat(desc = "mmtests' SIS Domain Search Eff: 100*domain_search/(scanned-search+domain_search)")]
+            pub mmtests_dom_eff: f64,
+            #[stat(desc = "CPUs examined per wake-up past target/prev/recent: (domain_scanned+kick_scanned)/search (the domain search and the enqueue path's kick search)")]
+            pub scan_per_wakeup: f64,
+            #[stat(desc = "CPUs examined per domain search: domain_scanned/domain_search")]
             pub avg_domain_scanned: f64,
             $(
                 #[stat(desc = $desc)]
@@ -77,7 +85,17 @@ macro_rules! def_metrics {
             pub llcs: BTreeMap<String, LlcMetrics>,
         }
 
+        /// The raw counters: (name, description).
+        pub const COUNTERS: &[(&str, &str)] = &[$( (stringify!($f), $desc), )*];
+
         impl Metrics {
+            /// A raw counter by name.
+            pub fn counter(&self, name: &str) -> Option<u64> {
+                match name {
+                    $( stringify!($f) => Some(self.$f), )*
+                    _ => None,
+                }
+            }
             fn set_counters(&mut self, c: &Counters) {
                 $( self.$f = c[bi::$idx as usize]; )*
             }
@@ -122,11 +140,151 @@ pub fn pct(num: u64, den: u64) -> f64 {
     }
 }
 
-pub fn ratio(num: u64, den: u64) -> f64 {
-    pct(num, den) / 100.0
+/// One derived statistic, `scale * sum(num) / sum(den)` over the raw counters (each term
+/// a counter name and a coefficient); 0 when the denominator is 0 and clamped at 0 when
+/// the numerator is negative (counters of one interval are not read atomically). This
+/// table is the only definition: `derive()`, `--help-stats` and tools/bench (through
+/// `--help-stats --json`) all use it.
+#[derive(Debug, Serialize)]
+pub struct Derived {
+    pub name: &'static str,
+    pub scale: f64,
+    pub num: &'static [(&'static str, i64)],
+    pub den: &'static [(&'static str, i64)],
+    /// who publishes it defined this way
+    pub source: &'static str,
+}
+
+/// Chen Yu's schedstat_parse.py, which printed the SIS_UTIL patch's se_eff/dom_eff tables.
+const SRC_SCHEDSTAT_PARSE: &str =
+    "schedstat_parse.py (Chen Yu), the tool behind the SIS_UTIL patch's tables";
+/// mmtests' MonitorProcschedstat.pm, which printed Mel Gorman's "Ops SIS ..." rows.
+const SRC_MMTESTS: &str = "mmtests MonitorProcschedstat.pm (Mel Gorman)";
+const SRC_BOTH: &str = "schedstat_parse.py and mmtests (same definition)";
+const SRC_HERE: &str = "scx_sisutil";
+
+pub const DERIVED: &[Derived] = &[
+    Derived {
+        name: "se_eff",
+        scale: 100.0,
+        num: &[("search", 1), ("failed", -1)],
+        den: &[("scanned", 1)],
+        source: SRC_SCHEDSTAT_PARSE,
+    },
+    Derived {
+        name: "dom_eff",
+        scale: 100.0,
+        num: &[("domain_search", 1), ("failed", -1)],
+        den: &[("scanned", 1), ("search", -1), ("domain_search", 1)],
+        source: SRC_SCHEDSTAT_PARSE,
+    },
+    Derived {
+        name: "fast_rate",
+        scale: 100.0,
+        num: &[("search", 1), ("domain_search", -1)],
+        den: &[("search", 1)],
+        source: SRC_BOTH,
+    },
+    Derived {
+        name: "success_rate",
+        scale: 100.0,
+        num: &[("search", 1), ("failed", -1)],
+        den: &[("search", 1)],
+        source: SRC_BOTH,
+    },
+    Derived {
+        name: "mmtests_se_eff",
+        scale: 100.0,
+        num: &[("search", 1)],
+        den: &[("scanned", 1)],
+        source: SRC_MMTESTS,
+    },
+    Derived {
+        name: "mmtests_dom_eff",
+        scale: 100.0,
+        num: &[("domain_search", 1)],
+        den: &[("scanned", 1), ("search", -1), ("domain_search", 1)],
+        source: SRC_MMTESTS,
+    },
+    Derived {
+        name: "scan_per_wakeup",
+        scale: 1.0,
+        num: &[("domain_scanned", 1), ("kick_scanned", 1)],
+        den: &[("search", 1)],
+        source: SRC_HERE,
+    },
+    Derived {
+        name: "avg_domain_scanned",
+        scale: 1.0,
+        num: &[("domain_scanned", 1)],
+        den: &[("domain_search", 1)],
+        source: SRC_HERE,
+    },
+];
+
+impl Derived {
+    /// The formula as the descriptions spell it: `100*(search-failed)/scanned`.
+    pub fn formula(&self) -> String {
+        fn side(terms: &[(&str, i64)]) -> String {
+            let mut s = String::new();
+            for (i, (n, k)) in terms.iter().enumerate() {
+                let sign = if *k < 0 {
+                    "-"
+                } else if i > 0 {
+                    "+"
+                } else {
+                    ""
+                };
+                let mul = if k.abs() == 1 {
+                    String::new()
+                } else {
+                    format!("{}*", k.abs())
+                };
+                s += &format!("{sign}{mul}{n}");
+            }
+            if terms.len() > 1 {
+                format!("({s})")
+            } else {
+                s
+            }
+        }
+        let scale = if self.scale == 1.0 {
+            String::new()
+        } else {
+            format!("{}*", self.scale)
+        };
+        format!("{scale}{}/{}", side(self.num), side(self.den))
+    }
+
+    /// Evaluate over counters looked up by name (a missing counter is 0).
+    pub fn eval(&self, get: &dyn Fn(&str) -> u64) -> f64 {
+        let sum = |t: &[(&str, i64)]| -> i128 {
+            t.iter().map(|(n, k)| *k as i128 * get(n) as i128).sum()
+        };
+        let (num, den) = (sum(self.num), sum(self.den));
+        if den <= 0 {
+            0.0
+        } else {
+            self.scale * num.max(0) as f64 / den as f64
+        }
+    }
 }
 
 impl Metrics {
+    fn set_derived(&mut self, name: &str, v: f64) {
+        match name {
+            "se_eff" => self.se_eff = v,
+            "dom_eff" => self.dom_eff = v,
+            "fast_rate" => self.fast_rate = v,
+            "success_rate" => self.success_rate = v,
+            "mmtests_se_eff" => self.mmtests_se_eff = v,
+            "mmtests_dom_eff" => self.mmtests_dom_eff = v,
+            "scan_per_wakeup" => self.scan_per_wakeup = v,
+            "avg_domain_scanned" => self.avg_domain_scanned = v,
+            _ => unreachable!("DERIVED names a field Metrics lacks: {name}"),
+        }
+    }
+
     /// Cumulative counters (sum over LLCs) plus per-LLC state.
     pub fn new(features: String, per_llc: &[(Counters, u64, u64, u64)]) -> Self {
         let mut total = [0u64; NR_STATS];
@@ -157,16 +315,12 @@ impl Metrics {
         m
     }
 
-    /// The seed's derived percentages (zero-division safe).
+    /// The derived statistics of DERIVED (zero-division safe).
     pub fn derive(&mut self) {
-        self.se_eff = pct(self.search, self.scanned);
-        self.dom_eff = pct(
-            self.domain_search.saturating_sub(self.failed),
-            self.domain_scanned,
-        );
-        self.fast_rate = pct(self.fast, self.search);
-        self.success_rate = pct(self.search.saturating_sub(self.failed), self.search);
-        self.avg_domain_scanned = ratio(self.domain_scanned, self.domain_search);
+        for d in DERIVED {
+            let v = d.eval(&|n| self.counter(n).unwrap_or(0));
+            self.set_derived(d.name, v);
+        }
         for l in self.llcs.values_mut() {
             l.success_rate = pct(l.search.saturating_sub(l.failed), l.search);
         }
@@ -193,13 +347,18 @@ impl Metrics {
         writeln!(w, "features: {}", self.features)?;
         writeln!(
             w,
-            "SIS  search {:>8} fast {:>8} dom_search {:>7} dom_scanned {:>8} scanned {:>8} failed {:>6} skipped {:>6}",
-            self.search, self.fast, self.domain_search, self.domain_scanned, self.scanned, self.failed, self.scan_skipped
+            "SIS  search {:>8} fast {:>8} dom_search {:>7} dom_scanned {:>8} scanned {:>8} failed {:>6} skipped {:>6} kick_scanned {:>6}",
+            self.search, self.fast, self.domain_search, self.domain_scanned, self.scanned, self.failed, self.scan_skipped, self.kick_scanned
         )?;
         writeln!(
             w,
-            "     se_eff% {:>7.3} dom_eff% {:>7.3} fast_rate% {:>7.3} success_rate% {:>7.3} avg_scan {:>6.2}",
-            self.se_eff, self.dom_eff, self.fast_rate, self.success_rate, self.avg_domain_scanned
+            "     se_eff% {:>7.3} dom_eff% {:>7.3} fast_rate% {:>7.3} success_rate% {:>7.3} scan/wakeup {:>6.3} avg_scan {:>6.2}",
+            self.se_eff, self.dom_eff, self.fast_rate, self.success_rate, self.scan_per_wakeup, self.avg_domain_scanned
+        )?;
+        writeln!(
+            w,
+            "     mmtests: SIS Search Efficiency {:>7.3} SIS Domain Search Eff {:>7.3}",
+            self.mmtests_se_eff, self.mmtests_dom_eff
         )?;
         writeln!(
             w,
@@ -263,15 +422,66 @@ pub fn server_data() -> StatsServerData<(), Metrics> {
         .add_ops("top", StatsOps { open, close: None })
 }
 
-pub fn help_stats() -> Result<()> {
-    println!("Derived, per interval (as in seed 004's tables, Mel Gorman's SIS statistics):");
-    println!("  se_eff%       = 100 * search / scanned");
-    println!("  dom_eff%      = 100 * (domain_search - failed) / domain_scanned");
-    println!("  fast_rate%    = 100 * fast / search");
-    println!("  success_rate% = 100 * (search - failed) / search");
-    println!("  avg_domain_scanned = domain_scanned / domain_search");
-    println!("  (0 when the denominator is 0)\n");
-    server_data().describe_meta(&mut std::io::stdout(), None)?;
+/// The description a Metrics field carries (its `#[stat(desc)]`).
+fn field_desc(name: &str) -> String {
+    Metrics::meta()
+        .fields
+        .get(name)
+        .and_then(|f| f.attrs.desc.clone())
+        .unwrap_or_default()
+}
+
+/// `--help-stats`: the derived statistics from DERIVED, then every field's description.
+/// With `json`, the same as one JSON object (tools/bench reads its formulas from it).
+pub fn help_stats(json: bool) -> Result<()> {
+    // writeln!, not println!: a closed pipe (`| head`) is an error line, not a panic
+    let mut w = std::io::stdout().lock();
+    if json {
+        let v = serde_json::json!({
+            "counters": COUNTERS
+                .iter()
+                .map(|(n, d)| serde_json::json!({"name": n, "desc": d}))
+                .collect::<Vec<_>>(),
+            "derived": DERIVED
+                .iter()
+                .map(|d| serde_json::json!({
+                    "name": d.name,
+                    "formula": d.formula(),
+                    "scale": d.scale,
+                    "num": d.num,
+                    "den": d.den,
+                    "source": d.source,
+                    "desc": field_desc(d.name),
+                }))
+                .collect::<Vec<_>>(),
+        });
+        writeln!(w, "{}", serde_json::to_string_pretty(&v)?)?;
+        return Ok(());
+    }
+    writeln!(
+        w,
+        "Derived statistics, per interval, from the counters summed over the LLCs"
+    )?;
+    writeln!(
+        w,
+        "(0 when the denominator is 0; mmtests_* are mmtests' definitions, which Mel"
+    )?;
+    writeln!(
+        w,
+        "Gorman's published reports use; se_eff and dom_eff are schedstat_parse.py's,"
+    )?;
+    writeln!(w, "which the SIS_UTIL patch's tables use):")?;
+    for d in DERIVED {
+        writeln!(w, "  {:<19} = {}", d.name, d.formula())?;
+        writeln!(w, "  {:<19}   [{}]", "", d.source)?;
+    }
+    writeln!(
+        w,
+        "Counting: scanned = 1 per search for target/prev/recent together + every CPU a\n\
+         domain search probes (domain_scanned); domain_search = searches past the fast path;\n\
+         failed = domain searches that found no idle CPU.\n"
+    )?;
+    server_data().describe_meta(&mut w, None)?;
     Ok(())
 }
 
@@ -422,22 +632,179 @@ mod tests {
             (bi::sis_stat_STAT_DOMAIN_SEARCH, 50),
             (bi::sis_stat_STAT_DOMAIN_SCANNED, 100),
             (bi::sis_stat_STAT_FAILED, 10),
+            (bi::sis_stat_STAT_KICK_SCANNED, 20),
         ]);
         let mut m = Metrics::new("x".into(), &[(c, 8, 4096, 3)]);
         m.derive();
-        assert_eq!(m.se_eff, 50.0);
-        assert_eq!(m.dom_eff, 40.0);
+        // 100*(200-10)/400
+        assert_eq!(m.se_eff, 47.5);
+        // 100*(50-10)/(400-200+50)
+        assert_eq!(m.dom_eff, 16.0);
+        // 100*(200-50)/200
         assert_eq!(m.fast_rate, 75.0);
         assert_eq!(m.success_rate, 95.0);
+        assert_eq!(m.mmtests_se_eff, 50.0);
+        assert_eq!(m.mmtests_dom_eff, 20.0);
+        // (100+20)/200: the kick search's probes count
+        assert_eq!(m.scan_per_wakeup, 0.6);
         assert_eq!(m.avg_domain_scanned, 2.0);
         assert_eq!(m.llcs["0"].util_pct, 50.0);
         assert_eq!(m.llcs["0"].nr_idle_scan, 3);
+    }
+
+    /// Published raw schedstat counters with the derived rows mmtests printed beside them,
+    /// from Mel Gorman's LKML reports (tbench4 over all client counts, 2-socket
+    /// CascadeLake, 80 CPUs):
+    /// - rows 0-1: "[PATCH 05/10] sched/fair: Do not replace recent_used_cpu with the new
+    ///   target", 2020-12-03, Message-Id 20201203141124.7391-6-mgorman@techsingularity.net
+    ///   (columns 5.10.0-rc6 idlecandidate-v1r10, altrecent-v1r10);
+    /// - rows 2-3: "Re: [RFC PATCH v7] sched/fair: select idle cpu from idle cpumask for
+    ///   task wakeup" (Aubrey Li's patch), 2020-12-10, Message-ID
+    ///   20201210113441.GS3371@techsingularity.net (columns 5.10.0-rc6 schedstat-v1r1,
+    ///   idlemask-v7r1).
+    ///
+    /// Fields: SIS Search, SIS Domain Search, SIS Scanned, SIS Domain Scanned, SIS
+    /// Failures, then SIS Search Efficiency, SIS Domain Search Eff, SIS Fast Success Rate,
+    /// SIS Success Rate (printed with 2 decimals).
+    type PublishedRow = (u64, u64, u64, u64, u64, f64, f64, f64, f64);
+    const MEL_GORMAN_ROWS: &[PublishedRow] = &[
+        (
+            5653107942,
+            3365067916,
+            112173512543,
+            109885472517,
+            2923185114,
+            5.04,
+            3.06,
+            40.47,
+            48.29,
+        ),
+        (
+            5726545742,
+            3319768543,
+            99194352541,
+            96787575342,
+            2950166441,
+            5.77,
+            3.43,
+            42.03,
+            48.48,
+        ),
+        (
+            5596677950,
+            3268344934,
+            15909069113,
+            13580736097,
+            2944874939,
+            35.18,
+            24.07,
+            41.60,
+            47.38,
+        ),
+        (
+            5586381168,
+            3229088045,
+            16568899405,
+            14211606282,
+            2843113421,
+            33.72,
+            22.72,
+            42.20,
+            49.11,
+        ),
+    ];
+
+    fn metrics_of(search: u64, domain_search: u64, scanned: u64, failed: u64) -> Metrics {
+        let c = counters(&[
+            (bi::sis_stat_STAT_SEARCH, search),
+            (bi::sis_stat_STAT_DOMAIN_SEARCH, domain_search),
+            (bi::sis_stat_STAT_SCANNED, scanned),
+            // our counting: one fast-path scan per search, the rest is the domain's
+            (bi::sis_stat_STAT_DOMAIN_SCANNED, scanned - search),
+            (bi::sis_stat_STAT_FAILED, failed),
+        ]);
+        let mut m = Metrics::new(String::new(), &[(c, 80, 0, 0)]);
+        m.derive();
+        m
+    }
+
+    #[test]
+    fn reproduces_published_mmtests_rows() {
+        let r2 = |v: f64| format!("{v:.2}");
+        for (i, &(search, dsearch, scanned, dscanned, failed, se, dom, fast, succ)) in
+            MEL_GORMAN_ROWS.iter().enumerate()
+        {
+            let m = metrics_of(search, dsearch, scanned, failed);
+            // mmtests' "SIS Domain Scanned" is dom_eff's denominator
+            let den = DERIVED.iter().find(|d| d.name == "dom_eff").unwrap();
+            let get = |n: &str| m.counter(n).unwrap();
+            let den_v: i128 = den
+                .den
+                .iter()
+                .map(|(n, k)| *k as i128 * get(n) as i128)
+                .sum();
+            assert_eq!(den_v, dscanned as i128, "row {i}: SIS Domain Scanned");
+            assert_eq!(
+                r2(m.mmtests_se_eff),
+                r2(se),
+                "row {i}: SIS Search Efficiency"
+            );
+            assert_eq!(
+                r2(m.mmtests_dom_eff),
+                r2(dom),
+                "row {i}: SIS Domain Search Eff"
+            );
+            assert_eq!(r2(m.fast_rate), r2(fast), "row {i}: SIS Fast Success Rate");
+            assert_eq!(r2(m.success_rate), r2(succ), "row {i}: SIS Success Rate");
+            // schedstat_parse.py's se_eff counts idle CPUs FOUND per runqueue scanned:
+            // (search-failed)/scanned = mmtests' search/scanned x the success rate, so it
+            // follows from the two published figures (each rounded to 0.005).
+            let from_published = se * succ / 100.0;
+            assert!(
+                (m.se_eff - from_published).abs() < 0.005,
+                "row {i}: se_eff {} vs {se} x {succ} / 100 = {from_published}",
+                m.se_eff
+            );
+            // and its dom_eff divides the domain searches that found a CPU by the
+            // published SIS Domain Scanned
+            let want = 100.0 * (dsearch - failed) as f64 / dscanned as f64;
+            assert_eq!(m.dom_eff, want, "row {i}: dom_eff");
+            assert!(m.se_eff < m.mmtests_se_eff && m.dom_eff < m.mmtests_dom_eff);
+        }
+    }
+
+    #[test]
+    fn descriptions_spell_the_formulas() {
+        for d in DERIVED {
+            let desc = field_desc(d.name);
+            assert!(
+                desc.contains(&d.formula()),
+                "{}: description '{desc}' lacks the formula {}",
+                d.name,
+                d.formula()
+            );
+            for (n, _) in d.num.iter().chain(d.den) {
+                assert!(
+                    COUNTERS.iter().any(|(c, _)| c == n),
+                    "{}: no counter {n}",
+                    d.name
+                );
+            }
+        }
+        assert_eq!(DERIVED[0].formula(), "100*(search-failed)/scanned");
+        assert_eq!(
+            DERIVED[1].formula(),
+            "100*(domain_search-failed)/(scanned-search+domain_search)"
+        );
     }
 
     #[test]
     fn zero_division_safe() {
         let mut m = Metrics::new(String::new(), &[([0; NR_STATS], 0, 0, 0)]);
         m.derive();
+        for d in DERIVED {
+            assert_eq!(d.eval(&|n| m.counter(n).unwrap()), 0.0, "{}", d.name);
+        }
         assert_eq!(
             (
                 m.se_eff,

@@ -118,6 +118,44 @@ impl Outcome {
     }
 }
 
+/// Runs tools/vm to completion and returns its output. Its stderr (the harness's timestamped
+/// progress: kernel, guest image, boot, init, scheduler attach/detach) is forwarded line by
+/// line as it arrives through eprintln: `cargo test -- --nocapture` shows a guest's progress
+/// live, a normal run keeps it in the captured output of the test.
+fn output_forwarding_progress(name: &str, cmd: &mut Command) -> std::process::Output {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run tools/vm");
+    let err = child.stderr.take().expect("tools/vm stderr");
+    let tag = name.to_string();
+    let forward = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        for line in BufReader::new(err).split(b'\n') {
+            let Ok(line) = line else { break };
+            eprintln!("[{tag}] vm: {}", String::from_utf8_lossy(&line));
+            all.extend_from_slice(&line);
+            all.push(b'\n');
+        }
+        all
+    });
+    let mut stdout = Vec::new();
+    let _ = child
+        .stdout
+        .take()
+        .expect("tools/vm stdout")
+        .read_to_end(&mut stdout);
+    let status = child.wait().expect("cannot wait for tools/vm");
+    let stderr = forward.join().unwrap_or_default();
+    std::process::Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
 /// Boot the guest, run `cmd`, print everything, return the outcome.
 fn run_vm(name: &str, vm: Vm, cmd: &str) -> Outcome {
     let logs = repo().join("target/vm-logs");
@@ -125,7 +163,8 @@ fn run_vm(name: &str, vm: Vm, cmd: &str) -> Outcome {
     let console = logs.join(format!("rel-{name}-console.log"));
     let load0 = loadavg();
     let t0 = Instant::now();
-    let out = Command::new(repo().join("tools/vm"))
+    let mut tools_vm = Command::new(repo().join("tools/vm"));
+    tools_vm
         .args(["--kernel", vm.kernel, "--no-build"])
         .args(["--timeout", &vm.timeout_s.to_string()])
         // A TCG guest on a busy host can fail the boot-time IO-APIC timer check and panic
@@ -138,9 +177,8 @@ fn run_vm(name: &str, vm: Vm, cmd: &str) -> Outcome {
         .arg(cmd)
         // The binary cargo built for this test run (no nested cargo build).
         .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("cannot run tools/vm");
+        .stdin(Stdio::null());
+    let out = output_forwarding_progress(name, &mut tools_vm);
     let secs = t0.elapsed().as_secs_f64();
     let o = Outcome {
         name: name.to_string(),
@@ -159,9 +197,7 @@ fn run_vm(name: &str, vm: Vm, cmd: &str) -> Outcome {
     for l in o.stdout.lines() {
         println!("[{name}] {l}");
     }
-    for l in o.stderr.lines() {
-        println!("[{name}] vm: {l}");
-    }
+    // (tools/vm's stderr was forwarded as it arrived, above the guest's output.)
     println!("==== rel {name}: {secs:.1} s wall; {}", o.logs());
     o
 }

@@ -47,6 +47,44 @@ struct Outcome {
     stdout: String,
 }
 
+/// Runs tools/vm to completion and returns its output. Its stderr (the harness's timestamped
+/// progress: kernel, guest image, boot, init, scheduler attach/detach) is forwarded line by
+/// line as it arrives through eprintln: `cargo test -- --nocapture` shows a guest's progress
+/// live, a normal run keeps it in the captured output of the test.
+fn output_forwarding_progress(name: &str, cmd: &mut Command) -> std::process::Output {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run tools/vm");
+    let err = child.stderr.take().expect("tools/vm stderr");
+    let tag = name.to_string();
+    let forward = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        for line in BufReader::new(err).split(b'\n') {
+            let Ok(line) = line else { break };
+            eprintln!("[{tag}] vm: {}", String::from_utf8_lossy(&line));
+            all.extend_from_slice(&line);
+            all.push(b'\n');
+        }
+        all
+    });
+    let mut stdout = Vec::new();
+    let _ = child
+        .stdout
+        .take()
+        .expect("tools/vm stdout")
+        .read_to_end(&mut stdout);
+    let status = child.wait().expect("cannot wait for tools/vm");
+    let stderr = forward.join().unwrap_or_default();
+    std::process::Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
 /// Boot a guest with `kernel` and `smp`, run `script` (a command line for the guest's
 /// busy-box sh), print everything, and return the outcome.
 fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> Outcome {
@@ -56,8 +94,8 @@ fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> 
     let attach = std::env::var("SISUTIL_VMTEST_ATTACH_TIMEOUT").unwrap_or_else(|_| "60".into());
     let load0 = loadavg();
     let t0 = Instant::now();
-    let out = Command::new(repo().join("tools/vm"))
-        .args(["--kernel", kernel, "--smp", smp, "--no-build"])
+    let mut cmd = Command::new(repo().join("tools/vm"));
+    cmd.args(["--kernel", kernel, "--smp", smp, "--no-build"])
         .args(["--timeout", &timeout_s.to_string()])
         .arg("--log")
         .arg(&console)
@@ -66,12 +104,10 @@ fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> 
         .arg(script)
         // The binary cargo built for this test run, whatever the profile.
         .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("cannot run tools/vm");
+        .stdin(Stdio::null());
+    let out = output_forwarding_progress(name, &mut cmd);
     let secs = t0.elapsed().as_secs_f64();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
 
     println!(
         "==== vmtest {name}: kernel {kernel}, smp {smp}: `{script}` -> exit {:?}, {secs:.1} s wall \
@@ -82,9 +118,7 @@ fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> 
     for l in stdout.lines() {
         println!("[{name}] {l}");
     }
-    for l in stderr.lines() {
-        println!("[{name}] vm: {l}");
-    }
+    // (tools/vm's stderr was forwarded as it arrived, above the guest's output.)
     println!(
         "==== vmtest {name}: {secs:.1} s wall; console log {}",
         console.display()
@@ -423,4 +457,39 @@ fn errors_host_no_sched_ext() {
         "want '{want}...', got '{}'",
         lines[0]
     );
+}
+
+/// A guest whose CPUs never run - what a host looks like whose /dev/kvm opens but whose KVM
+/// executes nothing - is stopped once its console has been silent for SISUTIL_SILENCE_LIMIT
+/// seconds, with a message, instead of waiting for --timeout. QEMU's -S (start with the CPUs
+/// stopped) makes that guest here, under TCG; it costs no CPU while it waits.
+#[test]
+fn silent_guest_is_stopped() {
+    let t0 = Instant::now();
+    let mut cmd = Command::new(repo().join("tools/vm"));
+    cmd.args(["--kernel", "7", "--no-build"])
+        .args(["--timeout", "300", "--", "true"])
+        .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
+        .env("SISUTIL_ACCEL", "tcg")
+        .env("SISUTIL_QEMU_ARGS", "-S")
+        .env("SISUTIL_SILENCE_LIMIT", "5")
+        .stdin(Stdio::null());
+    let out = output_forwarding_progress("silent_guest_is_stopped", &mut cmd);
+    let secs = t0.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!(
+        "silent guest: exit {:?} after {secs:.1} s",
+        out.status.code()
+    );
+    assert_eq!(out.status.code(), Some(125), "stderr:\n{stderr}");
+    assert!(
+        stderr.contains("the guest printed nothing on its console in 5 s"),
+        "no silence message:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("kernel started"),
+        "a guest with stopped CPUs printed:\n{stderr}"
+    );
+    // Far below --timeout 300: the silence limit stopped it (image build and probe included).
+    assert!(secs < 120.0, "took {secs:.1} s");
 }

@@ -466,13 +466,14 @@ static bool kick_idle_cpu(s32 llc, const struct task_struct *p, u64 feat)
 			idx -= nr;
 		idx += start;
 		cand = topo.llc_cpus[idx & (MAX_CPUS - 1)];
-		probed++;
 		if (bpf_cpumask_test_cpu(cand, idle) && bpf_cpumask_test_cpu(cand, p->cpus_ptr)) {
 			cpu = cand;
 			break;
 		}
 	}
 	scx_bpf_put_idle_cpumask(idle);
+	/* the CPUs tested: up to the one found, else all of them */
+	probed = cpu >= 0 ? i + 1 : nr;
 	{
 		struct sis_counters *sc = llc_counters(llc);
 

@@ -127,10 +127,11 @@ ds=$(json_sum /tmp/m_sisutil.json domain_search)
 skipped=$(json_sum /tmp/m_sisutil.json scan_skipped)
 [ "$skipped" -gt 0 ] || fail "SIS_UTIL phase: scan_skipped = 0 under overload"
 ok "SIS_UTIL under overload: scan_skipped $skipped > 0"
-# A domain search probes prev's SMT sibling (select_idle_smt) before the LLC scan, so with
-# the scan skipped that is about 1 CPU per search on SMT topologies, 0 without SMT.
-awk_true 'r <= 1.5' -v r="$r_util" || fail "SIS_UTIL phase: $r_util CPUs scanned per domain search, want <= 1.5"
-ok "SIS_UTIL under overload: $r_util CPUs scanned per domain search (<= 1.5)"
+# A domain search runs select_idle_smt's loop over prev's core before the LLC scan, and
+# every CPU of that loop is counted (prev included, as the SIS schedstats count at the top of
+# the loop), so with the scan skipped that is about 2 CPUs per search on SMT2, 0 without SMT.
+awk_true 'r <= 2.5' -v r="$r_util" || fail "SIS_UTIL phase: $r_util CPUs scanned per domain search, want <= 2.5"
+ok "SIS_UTIL under overload: $r_util CPUs scanned per domain search (<= 2.5)"
 [ "$(json_sum /tmp/m_none.json domain_search)" -gt 0 ] || fail "NO_SIS_UTIL phase: no domain search"
 # "Clearly": at least twice the SIS_UTIL figure and at least one more CPU per search (the
 # whole LLC of 4 CPUs scanned adds ~3 per search; SIS_UTIL at nr_idle_scan 0 adds none).

@@ -97,7 +97,6 @@ kill -STOP "$SCHED_PID"
 t=$(now)
 timeout 300 hackbench -g 2 -l 20 > /dev/null &
 hb=$!
-enabled_s=0
 while before "$(awk -v a="$t" -v s="$stop_secs" 'BEGIN { print a + s }')"; do
   [ "$(scx_state)" = enabled ] || fail "sched_ext state '$(scx_state)' $(since "$t") s into the SIGSTOP"
   sleep 1

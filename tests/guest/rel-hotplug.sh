@@ -17,6 +17,7 @@
 . "$(dirname "$0")/rel-lib.sh"
 
 rounds=${1:-1}
+# shellcheck disable=SC2034 # read by rel-lib.sh's dmesg check
 SCX_OK_REASONS='unregistered from user space|unregistered from the main kernel'
 LOG=/tmp/rel-sched.log
 events=0

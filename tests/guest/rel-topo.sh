@@ -15,6 +15,7 @@ secs=${1:-10}
 offline=${2:-}
 later_cpu=${3:-}
 LOG=/tmp/rel-sched.log
+# shellcheck disable=SC2034 # read by rel-lib.sh's dmesg check
 if [ -n "$later_cpu" ]; then SCX_OK_REASONS='unregistered from user space|unregistered from the main kernel'; fi
 
 for c in ${offline//,/ }; do

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """plot.py PLOT-DATA.json OUTDIR: tools/bench's PNG plots (needs matplotlib).
 
-scan_per_wakeup.png   CPUs scanned per wake-up (domain_scanned/search) vs load, per config
+scan_per_wakeup.png   CPUs examined per wake-up past target/prev/recent
+                      ((domain_scanned+kick_scanned)/search) vs load, per config
 throughput_ratio.png  throughput (or 1/latency, 1/time) relative to the baseline vs load
 One column of subplots per workload, one row per boot.
 """
@@ -65,7 +66,7 @@ def grid(data, key, ylabel, title, path, hline=None):
 def main():
     data = json.load(open(sys.argv[1]))
     out = sys.argv[2]
-    grid(data, "scan", "CPUs scanned / wake-up", "SIS scan depth: domain_scanned / search",
+    grid(data, "scan", "CPUs scanned / wake-up", "CPUs examined per wake-up: (domain_scanned + kick_scanned) / search",
          f"{out}/scan_per_wakeup.png")
     base = next((d["baseline"] for d in data.values() if d.get("baseline")), "baseline")
     grid(data, "ratio", f"relative to {base} (>1 better)",
