@@ -44,4 +44,10 @@ fn main() {
         .enable_skel("src/bpf/sis_test.bpf.c", "sis_test")
         .build()
         .unwrap();
+    // `scx_sisutil latency`: the scheduler-independent wake-up latency tracer
+    scx_cargo::BpfBuilder::new()
+        .unwrap()
+        .enable_skel("src/bpf/waitlat.bpf.c", "waitlat")
+        .build()
+        .unwrap();
 }

@@ -9,6 +9,7 @@ mod bpf_skel;
 mod calib_test;
 mod calibrate;
 mod features;
+mod latency;
 mod scheduler;
 #[cfg(test)]
 mod sis_model;
@@ -17,6 +18,8 @@ mod sis_test;
 mod stats;
 mod topology;
 mod util;
+#[cfg(test)]
+mod vtime_model;
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
@@ -42,6 +45,7 @@ Examples:
   sudo scx_sisutil features NO_SIS_UTIL SIS_PROP switch live, no reload
   sudo scx_sisutil monitor --json --count 5     SIS statistics of the running scheduler
   scx_sisutil scan-table --llc-weight 112       SIS_UTIL's depth per utilization (its commit's table)
+  sudo scx_sisutil latency --duration 30        wake-up latency per nice level, any scheduler
   tools/vm -- 'scx_sisutil & sleep 5; scx_sisutil monitor --count 1'   on a host without sched_ext";
 
 #[derive(Parser, Debug)]
@@ -74,6 +78,8 @@ enum Cmd {
     Calibrate(calibrate::CalibrateOpts),
     /// Print SIS_UTIL's scan depth for each utilization (the table of \"sched/fair: Introduce SIS_UTIL to search idle CPU based on sum of util_avg\")
     ScanTable(util::ScanTableOpts),
+    /// Wake-up latency (runnable -> running) per nice level under any scheduler (BPF tracer)
+    Latency(latency::LatencyOpts),
     /// List the presets: features on and the kernel each stands for
     Presets {
         /// JSON instead of the table
@@ -253,6 +259,9 @@ fn main() {
         Some(Cmd::Ab(o)) => shutdown_flag().and_then(|s| ab::ab_main(&o, s)),
         Some(Cmd::Calibrate(o)) => shutdown_flag().and_then(|s| calibrate::calibrate_main(&o, &s)),
         Some(Cmd::ScanTable(o)) => util::scan_table_main(&o),
+        Some(Cmd::Latency(o)) => {
+            shutdown_flag().and_then(|s| latency::latency_main(&o, &|| s.load(Ordering::Relaxed)))
+        }
         Some(Cmd::Presets { json }) => features::presets_main(json),
     };
     if let Err(e) = res {

@@ -254,7 +254,37 @@ impl<'a> Scheduler<'a> {
             });
             per_llc.push((c, cpus.len() as u64, util_sum, depth));
         }
-        Metrics::new(features::to_words(self.features()).join(" "), &per_llc)
+        let mut m = Metrics::new(features::to_words(self.features()).join(" "), &per_llc);
+        self.read_wait(&mut m);
+        m
+    }
+
+    /// Sum the per-CPU wait histograms (vtime.bpf.h: struct wait_hist).
+    fn read_wait(&self, m: &mut Metrics) {
+        let nb = crate::latency::NR_BUCKETS;
+        let (mut hist, mut count, mut sum) = (vec![0u64; nb], 0u64, 0u64);
+        if let Ok(Some(vals)) = self
+            .skel
+            .maps
+            .wait_hists
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        {
+            for v in vals {
+                let w: Vec<u64> = v
+                    .chunks_exact(8)
+                    .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or_default()))
+                    .collect();
+                if w.len() < nb + 2 {
+                    continue;
+                }
+                for (h, c) in hist.iter_mut().zip(&w[..nb]) {
+                    *h += c;
+                }
+                count += w[nb];
+                sum += w[nb + 1];
+            }
+        }
+        m.set_wait(hist, count, sum);
     }
 
     fn exited(&mut self) -> bool {

@@ -83,6 +83,20 @@ macro_rules! def_metrics {
             )*
             #[stat(desc = "per LLC")]
             pub llcs: BTreeMap<String, LlcMetrics>,
+            #[stat(desc = "waits (runnable -> running) of tasks this scheduler ran")]
+            pub wait_count: u64,
+            #[stat(desc = "total of those waits, ns")]
+            pub wait_sum_ns: u64,
+            #[stat(desc = "mean wait, us")]
+            pub wait_mean_us: f64,
+            #[stat(desc = "median wait, us (upper end of its log2/4 bucket)")]
+            pub wait_p50_us: f64,
+            #[stat(desc = "99th percentile wait, us (upper end of its bucket)")]
+            pub wait_p99_us: f64,
+            #[stat(desc = "longest wait, us (upper end of the highest non-empty bucket)")]
+            pub wait_max_us: f64,
+            #[stat(desc = "wait histogram: counts of buckets 0.. (4 per octave, latency::bucket_lo), trailing zeros cut")]
+            pub wait_hist: Vec<u64>,
         }
 
         /// The raw counters: (name, description).
@@ -326,10 +340,43 @@ impl Metrics {
         }
     }
 
+    /// The scheduler's wait histogram (cumulative, summed over CPUs).
+    pub fn set_wait(&mut self, hist: Vec<u64>, count: u64, sum_ns: u64) {
+        self.wait_hist = hist;
+        self.wait_count = count;
+        self.wait_sum_ns = sum_ns;
+    }
+
+    /// Wait figures of an interval's histogram.
+    fn derive_wait(&mut self) {
+        use crate::latency::{hist_max, quantile};
+        let us = |ns: u64| ns as f64 / 1000.0;
+        self.wait_mean_us = if self.wait_count > 0 {
+            us(self.wait_sum_ns) / self.wait_count as f64
+        } else {
+            0.0
+        };
+        self.wait_p50_us = us(quantile(&self.wait_hist, 0.50));
+        self.wait_p99_us = us(quantile(&self.wait_hist, 0.99));
+        self.wait_max_us = us(hist_max(&self.wait_hist));
+        let n = self
+            .wait_hist
+            .iter()
+            .rposition(|&c| c > 0)
+            .map_or(0, |i| i + 1);
+        self.wait_hist.truncate(n);
+    }
+
     /// Counters since `prev`; instant values (util, depth, features) from self.
     pub fn delta(&self, prev: &Metrics) -> Metrics {
         let mut d = self.clone();
         d.sub_counters(prev);
+        d.wait_count = self.wait_count.wrapping_sub(prev.wait_count);
+        d.wait_sum_ns = self.wait_sum_ns.wrapping_sub(prev.wait_sum_ns);
+        for (i, b) in d.wait_hist.iter_mut().enumerate() {
+            *b = b.wrapping_sub(prev.wait_hist.get(i).copied().unwrap_or(0));
+        }
+        d.derive_wait();
         for (k, l) in d.llcs.iter_mut() {
             if let Some(p) = prev.llcs.get(k) {
                 l.search = l.search.wrapping_sub(p.search);
@@ -376,6 +423,15 @@ impl Metrics {
             w,
             "sched enqueue {} direct {} dispatch_llc {} steal {} kick {} (atomic {}) wake_affine {} recent {} smt {}",
             self.enqueue, self.direct, self.dispatch_llc, self.steal, self.kick, self.kick_atomic, self.wake_affine, self.recent, self.smt
+        )?;
+        writeln!(
+            w,
+            "wait waits {} mean {:.1} p50 {:.1} p99 {:.1} max {:.1} (us, runnable -> running)",
+            self.wait_count,
+            self.wait_mean_us,
+            self.wait_p50_us,
+            self.wait_p99_us,
+            self.wait_max_us
         )?;
         writeln!(
             w,

@@ -34,6 +34,10 @@ enum sis_consts {
 	SIS_PROP_MIN_NR		= 4,
 	/* The scheduler asks the loader to restart (CPU hotplug), as scx_utils expects */
 	SIS_ECODE_RESTART	= 1 << 0,
+	/* wait histograms: log2 buckets, 4 per octave (vtime.bpf.h, waitlat.bpf.c) */
+	WAIT_NR_BUCKETS		= 256,
+	/* the latency tracer's nice levels: -20..19 */
+	WAIT_NR_NICE		= 40,
 };
 
 /*

@@ -27,10 +27,6 @@ const volatile u64 imbalance_pct = DEFAULT_IMBALANCE_PCT;
 /* Shared state; the loader reads and writes parts of it through the skeleton. */
 struct llc_ctx llc_ctxs[MAX_LLCS];
 struct cpu_ctx cpu_ctxs[MAX_CPUS];
-struct llc_vtime {
-	u64 now;
-	u64 __pad[7];
-} llc_vtimes[MAX_LLCS];
 /* KICK_SKIP_REDUNDANT's shared flag word: CPUs asked to come and take queued work */
 u64 kick_pending[MAX_CPUS / 64];
 
@@ -65,9 +61,8 @@ struct {
 
 struct task_ctx {
 	struct sis_wake_state ws; /* recent_used_cpu, last_wakee, wakee_flips (fair.c) */
-	s32 vtime_llc;		/* the LLC clock p->scx.dsq_vtime is charged against */
 	u32 desched_wakeup;	/* sched_waking saw TTWU_QUEUE_DESCHED's condition */
-	u64 exec_start;
+	u32 __pad;
 	u64 load_avg;		/* task_h_load(): PELT-like runnable average (see task_load_update) */
 	u64 runnable_at;	/* ops.runnable */
 	u64 quiescent_at;	/* ops.quiescent, 0: never slept */
@@ -79,6 +74,9 @@ struct {
 	__type(key, int);
 	__type(value, struct task_ctx);
 } task_ctxs SEC(".maps");
+
+/* vruntime, lag, deadlines and the LLC clocks: the fairness rules */
+#include "vtime.bpf.h"
 
 static u64 features(void)
 {
@@ -233,7 +231,8 @@ static void task_load_update(struct task_ctx *tctx, const struct task_struct *p,
 	tctx->quiescent_at = now;
 }
 
-void BPF_STRUCT_OPS(sisutil_runnable, struct task_struct *p, u64 enq_flags)
+/* from ops.runnable */
+static void wake_load_runnable(struct task_struct *p)
 {
 	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
 
@@ -248,7 +247,8 @@ void BPF_STRUCT_OPS(sisutil_runnable, struct task_struct *p, u64 enq_flags)
 	}
 }
 
-void BPF_STRUCT_OPS(sisutil_quiescent, struct task_struct *p, u64 deq_flags)
+/* from ops.quiescent */
+static void wake_load_quiescent(struct task_struct *p)
 {
 	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
 
@@ -347,8 +347,7 @@ static void flush_counters(struct sis_ctx *c, s32 cpu)
  */
 static struct sis_wake_state *waker_state(struct task_struct *cur, s32 this_cpu, u64 *load)
 {
-	struct task_ctx init = { .ws = { .recent_used_cpu = -1, .last_wakee = -1 },
-				 .vtime_llc = -1 };
+	struct task_ctx init = { .ws = { .recent_used_cpu = -1, .last_wakee = -1 } };
 	struct task_ctx *wctx;
 
 	*load = 0;
@@ -511,41 +510,11 @@ static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
 	}
 }
 
-/*
- * Each LLC has its own vtime clock and the clocks drift apart (seconds, under
- * load: an LLC whose CPUs are busy with pinned work serves its DSQ slowly).
- * A vtime means something only against the clock it was charged on, so a task
- * that changes LLC keeps its lag and takes the new clock as base, as
- * migrate_task_rq_fair() does with min_vruntime. Without this, a task from a
- * faster LLC was queued seconds "in the future" behind every CPU hog of the
- * slower one: "runnable task stall (rcu_preempt[15] failed to run for 7.180s)"
- * under stress-ng --cpu --fork --affinity plus hackbench on 7.3.4.
- */
-/* How far ahead of its LLC's clock a task may be queued, in slices. */
-#define VTIME_MAX_DEBT	8
-#ifndef PF_KTHREAD
-#define PF_KTHREAD	0x00200000	/* include/linux/sched.h */
-#endif
-
-static __always_inline void vtime_rebase(struct task_struct *p, s32 llc)
-{
-	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
-	s32 from;
-
-	if (!tctx || llc < 0 || llc >= MAX_LLCS)
-		return;
-	from = tctx->vtime_llc;
-	if (from != llc && from >= 0 && from < MAX_LLCS)
-		p->scx.dsq_vtime = p->scx.dsq_vtime -
-				   READ_ONCE(llc_vtimes[from & (MAX_LLCS - 1)].now) +
-				   READ_ONCE(llc_vtimes[llc & (MAX_LLCS - 1)].now);
-	tctx->vtime_llc = llc;
-}
-
 void BPF_STRUCT_OPS(sisutil_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	s32 cpu = scx_bpf_task_cpu(p), llc = sis_cpu_llc(cpu);
-	u64 vtime = p->scx.dsq_vtime, now, max_debt;
+	struct vt_ctx *vt;
+	u64 key;
 
 	if (llc < 0) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
@@ -554,35 +523,25 @@ void BPF_STRUCT_OPS(sisutil_enqueue, struct task_struct *p, u64 enq_flags)
 		return;
 	}
 
-	vtime_rebase(p, llc);
-	vtime = p->scx.dsq_vtime;
-	/* a sleeper gets at most one slice of credit (bpfland/cosmos do the same) */
-	now = READ_ONCE(llc_vtimes[llc & (MAX_LLCS - 1)].now);
-	if ((s64)(vtime - (now - slice_ns)) < 0)
-		vtime = now - slice_ns;
 	/*
-	 * ... and carries at most VTIME_MAX_DEBT slices of debt. A weight-1
-	 * (nice 19) task is charged 100x its runtime: one long run put
-	 * khugepaged 1.6 s of vtime ahead of an LLC queue that advanced ~0.25
-	 * s per second under stress-ng + hackbench, and the watchdog ejected
-	 * the scheduler ("khugepaged[87] failed to run for 5.988s"). The cap
-	 * bounds every wait to ~nr_queued * VTIME_MAX_DEBT * slice / nr_cpus;
-	 * nice still orders tasks, up to that bound.
+	 * The EEVDF order (vtime.bpf.h): the virtual deadline, lag within two of
+	 * the task's own slices, the key within the wait guard of the LLC clock.
+	 * The old rules (a sleeper's slice of credit, 8 slices of debt) let a
+	 * stream of waking hackbench tasks overtake a nice-0 task queued behind
+	 * nice -20 hogs for 30 s ("runnable task stall (scx_sisutil[227] failed
+	 * to run for 29.764s)").
 	 */
-	/*
-	 * Kernel threads carry none: they hold kernel-wide state for other
-	 * tasks (RCU read-side sections, locks), and an RCU CPU stall makes
-	 * the kernel eject the BPF scheduler (seen on 7.3.4). Under soak load,
-	 * khugepaged (nice 19) was preempted inside collapse_huge_page()'s
-	 * RCU section, waited out its debt again and again, and the grace
-	 * period stalled for 21 s ("RCU CPU stall on CPUs"). A departure from
-	 * CFS, which charges kthreads by their nice like everyone else: with
-	 * no debt a kthread gets at most about a nice-0 task's share.
-	 */
-	max_debt = (p->flags & PF_KTHREAD) ? 0 : VTIME_MAX_DEBT * slice_ns;
-	if ((s64)(vtime - (now + max_debt)) > 0)
-		vtime = now + max_debt;
-	scx_bpf_dsq_insert_vtime(p, llc, slice_ns, vtime, enq_flags);
+	vt = vt_get(p, false);
+	if (vt) {
+		vt_migrate(p, vt, llc);
+		key = vt_key(p, vt, llc);
+		vt->queued = 1;
+	} else {
+		struct llc_vtime *lv = llc_vt(llc);
+
+		key = lv ? READ_ONCE(lv->vclock) : 0;
+	}
+	scx_bpf_dsq_insert_vtime(p, llc, slice_ns, key, enq_flags);
 	stat_inc(llc, STAT_ENQUEUE);
 
 	/*
@@ -657,30 +616,126 @@ void BPF_STRUCT_OPS(sisutil_dispatch, s32 cpu, struct task_struct *prev)
 void BPF_STRUCT_OPS(sisutil_running, struct task_struct *p)
 {
 	s32 cpu = scx_bpf_task_cpu(p), llc = sis_cpu_llc(cpu);
-	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+	struct vt_ctx *vt = vt_get(p, false);
 	struct cpu_ctx *cc = cpu_ctx(cpu);
+	u64 now = bpf_ktime_get_ns();
 
-	if (tctx)
-		tctx->exec_start = bpf_ktime_get_ns();
 	if (cc)
 		WRITE_ONCE(cc->last_pid, p->pid);
-	/* direct dispatches and steals run tasks queued against another clock */
-	vtime_rebase(p, llc);
-	if (llc >= 0 && (s64)(p->scx.dsq_vtime - llc_vtimes[llc & (MAX_LLCS - 1)].now) > 0)
-		WRITE_ONCE(llc_vtimes[llc & (MAX_LLCS - 1)].now, p->scx.dsq_vtime);
+	if (!vt)
+		return;
+	vt->exec_start = now;
+	if (vt->runnable_at) {
+		wait_record(now - vt->runnable_at);
+		vt->runnable_at = 0;
+	}
+	/* steals and direct dispatches run tasks charged to another clock */
+	if (llc >= 0)
+		vt_migrate(p, vt, llc);
+	/*
+	 * A direct dispatch (select_cpu's insert into an idle CPU's local DSQ)
+	 * skips the LLC queue. While that queue holds tasks it gets a quarter
+	 * slice, then queues by its deadline like everyone else: direct
+	 * dispatches cannot keep the LLC queue waiting.
+	 */
+	if (!vt->queued && llc >= 0 && scx_bpf_dsq_nr_queued(llc) &&
+	    p->scx.slice > slice_ns / 4)
+		p->scx.slice = slice_ns / 4;
+	vt->queued = 0;
 }
 
 void BPF_STRUCT_OPS(sisutil_stopping, struct task_struct *p, bool runnable)
 {
-	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
-	u64 delta;
+	struct vt_ctx *vt = vt_get(p, false);
+	u64 now = bpf_ktime_get_ns(), delta;
+	u32 w = vt_weight(p);
 
-	if (!tctx || !tctx->exec_start)
+	if (!vt || !vt->exec_start)
 		return;
-	delta = bpf_ktime_get_ns() - tctx->exec_start;
-	/* weighted vruntime: nice-aware fairness inside an LLC */
-	p->scx.dsq_vtime += delta * 100 / (p->scx.weight ? p->scx.weight : 100);
-	tctx->exec_start = 0;
+	delta = now - vt->exec_start;
+	vt->exec_start = 0;
+	/* v += delta * 100 / w (update_curr: calc_delta_fair) */
+	vt->vruntime += vt_scale(delta, w);
+	/* V += delta * 100 / W (the LLC clock, see vt_advance) */
+	vt_advance(vt->llc, delta, w, now);
+	if (runnable)
+		vt->runnable_at = now;
+}
+
+/*
+ * A task becomes runnable (wake-up, new task, class change): EEVDF's
+ * place_entity() on this LLC's clock, v = V - vlag, with the lag it had when
+ * it stopped being runnable, and its weight joins W.
+ */
+void BPF_STRUCT_OPS(sisutil_runnable, struct task_struct *p, u64 enq_flags)
+{
+	s32 llc = sis_cpu_llc(scx_bpf_task_cpu(p));
+	struct vt_ctx *vt = vt_get(p, true);
+	struct llc_vtime *lv = llc_vt(llc);
+
+	wake_load_runnable(p);
+	if (!vt)
+		return;
+	vt->runnable_at = bpf_ktime_get_ns();
+	vt->queued = 0;
+	if (!lv)
+		return;
+	vt_attach(p, vt, llc);
+	vt->vruntime = READ_ONCE(lv->vclock) - vt->vlag;
+}
+
+/*
+ * A task stops being runnable (sleep, exit, class change): update_entity_lag(),
+ * vlag = V - v clamped to two of its own slices, and its weight leaves W.
+ * Kernel threads keep no debt (negative lag) across sleeps: under soak load a
+ * nice-19 khugepaged preempted inside collapse_huge_page()'s RCU section waited
+ * out its debt again and again, the grace period stalled for 21 s and 7.3.4
+ * ejected the scheduler. A departure from fair.c.
+ */
+void BPF_STRUCT_OPS(sisutil_quiescent, struct task_struct *p, u64 deq_flags)
+{
+	struct vt_ctx *vt = vt_get(p, false);
+	struct llc_vtime *lv;
+	s64 lim;
+
+	wake_load_quiescent(p);
+	if (!vt)
+		return;
+	vt->runnable_at = 0;
+	lv = llc_vt(vt->llc);
+	if (lv) {
+		lim = vt_lag_limit(vt_weight(p));
+		vt->vlag = (s64)(READ_ONCE(lv->vclock) - vt->vruntime);
+		if (vt->vlag > lim)
+			vt->vlag = lim;
+		if (vt->vlag < -lim)
+			vt->vlag = -lim;
+		if ((p->flags & PF_KTHREAD) && vt->vlag < 0)
+			vt->vlag = 0;
+	}
+	vt_detach(vt);
+}
+
+/*
+ * reweight_entity(): a runnable task's lag is kept in real-time terms,
+ * vlag' = vlag * w / w', and W follows the new weight.
+ */
+void BPF_STRUCT_OPS(sisutil_set_weight, struct task_struct *p, u32 weight)
+{
+	struct vt_ctx *vt = vt_get(p, false);
+	struct llc_vtime *lv;
+	s64 lag;
+
+	if (!vt || vt->llc < 0 || !weight || !vt->weight)
+		return;
+	lv = llc_vt(vt->llc);
+	if (lv) {
+		lag = (s64)(READ_ONCE(lv->vclock) - vt->vruntime);
+		lag = lag * (s64)vt->weight / (s64)weight;
+		vt->vruntime = READ_ONCE(lv->vclock) - lag;
+	}
+	vt_load_add(vt->llc, (s64)weight - (s64)vt->weight);
+	vt->weight = weight;
 }
 
 /*
@@ -717,13 +772,23 @@ void BPF_STRUCT_OPS(sisutil_update_idle, s32 cpu, bool idle)
 
 void BPF_STRUCT_OPS(sisutil_enable, struct task_struct *p)
 {
-	s32 llc = sis_cpu_llc(scx_bpf_task_cpu(p));
+	struct llc_vtime *lv = llc_vt(sis_cpu_llc(scx_bpf_task_cpu(p)));
+	struct vt_ctx *vt = vt_get(p, true);
 
-	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+	/* a new task starts at the clock with zero lag */
+	if (vt) {
+		vt->vruntime = lv ? READ_ONCE(lv->vclock) : 0;
+		vt->vlag = 0;
+	}
+}
 
-	p->scx.dsq_vtime = llc >= 0 ? llc_vtimes[llc & (MAX_LLCS - 1)].now : 0;
-	if (tctx)
-		tctx->vtime_llc = llc;
+/* the task leaves sched_ext: its weight must not stay in W */
+void BPF_STRUCT_OPS(sisutil_disable, struct task_struct *p)
+{
+	struct vt_ctx *vt = vt_get(p, false);
+
+	if (vt)
+		vt_detach(vt);
 }
 
 s32 BPF_STRUCT_OPS(sisutil_init_task, struct task_struct *p, struct scx_init_task_args *args)
@@ -736,7 +801,6 @@ s32 BPF_STRUCT_OPS(sisutil_init_task, struct task_struct *p, struct scx_init_tas
 	tctx->ws.recent_used_cpu = -1;
 	tctx->ws.last_wakee = -1;
 	tctx->load_avg = 1024ULL * p->scx.weight / 100;
-	tctx->vtime_llc = -1;
 	return 0;
 }
 
@@ -782,9 +846,11 @@ SCX_OPS_DEFINE(sisutil_ops,
 	       .running		= (void *)sisutil_running,
 	       .stopping	= (void *)sisutil_stopping,
 	       .update_idle	= (void *)sisutil_update_idle,
+	       .enable		= (void *)sisutil_enable,
+	       .disable		= (void *)sisutil_disable,
 	       .runnable	= (void *)sisutil_runnable,
 	       .quiescent	= (void *)sisutil_quiescent,
-	       .enable		= (void *)sisutil_enable,
+	       .set_weight	= (void *)sisutil_set_weight,
 	       .init_task	= (void *)sisutil_init_task,
 	       .init		= (void *)sisutil_init,
 	       .exit		= (void *)sisutil_exit,

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * `scx_sisutil latency`: wake-up latency of every task, whatever schedules it
+ * (EEVDF, scx_sisutil, any sched_ext scheduler). Runnable -> running delay from
+ * the scheduler tracepoints:
+ *   sched_wakeup / sched_wakeup_new   the task became runnable (it was enqueued;
+ *                                     a task still on its CPU starts no wait)
+ *   sched_switch, prev still TASK_RUNNING  preempted: runnable again from now
+ *   sched_switch, next                it runs: delay = now - runnable time
+ * into log2 histograms (4 sub-buckets per octave) per nice level, per CPU (no
+ * shared atomics). Tasks still waiting when the run ends stay in `pending`,
+ * which the loader reads too: a starving task never reaches sched_switch.
+ * No sched_ext kfunc and no struct_ops: it loads on any kernel with BTF.
+ */
+#include <scx/common.bpf.h>
+#include "intf.h"
+
+char _license[] SEC("license") = "GPL";
+
+struct pending_val {
+	u64 since;		/* ns (CLOCK_MONOTONIC), when it became runnable */
+	s32 nice;
+	u32 __pad;
+};
+
+/* pid -> runnable since; one entry per task runnable and not running */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, struct pending_val);
+} pending SEC(".maps");
+
+struct lat_hist {
+	u64 bucket[WAIT_NR_BUCKETS];
+	u64 count;
+	u64 sum_ns;
+	u64 max_ns;
+	u64 max_pid;
+};
+
+/* key: nice + 20 */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, WAIT_NR_NICE);
+	__type(key, u32);
+	__type(value, struct lat_hist);
+} lat_hists SEC(".maps");
+
+/* entries that did not fit in `pending` (the map was full) */
+u64 dropped;
+
+static __always_inline s32 task_nice(const struct task_struct *p)
+{
+	s32 nice = p->static_prio - 120;	/* PRIO_TO_NICE(), MAX_RT_PRIO = 100, NICE_WIDTH 40 */
+
+	if (nice < -20)
+		nice = -20;
+	if (nice > 19)
+		nice = 19;
+	return nice;
+}
+
+/* the same buckets as the scheduler's own wait histogram (vtime.bpf.h) */
+static __always_inline u32 lat_bucket(u64 ns)
+{
+	u32 msb = 0, idx;
+	u64 v = ns;
+
+	if (ns < 4)
+		return ns;
+	if (v >> 32) { msb += 32; v >>= 32; }
+	if (v >> 16) { msb += 16; v >>= 16; }
+	if (v >> 8) { msb += 8; v >>= 8; }
+	if (v >> 4) { msb += 4; v >>= 4; }
+	if (v >> 2) { msb += 2; v >>= 2; }
+	if (v >> 1) { msb += 1; }
+	idx = (msb - 1) * 4 + ((ns >> (msb - 2)) & 3);
+	return idx < WAIT_NR_BUCKETS ? idx : WAIT_NR_BUCKETS - 1;
+}
+
+static __always_inline void mark_runnable(struct task_struct *p, u64 flags)
+{
+	struct pending_val v = { .since = bpf_ktime_get_ns(), .nice = task_nice(p) };
+	u32 pid = p->pid;
+
+	if (!pid)
+		return;
+	if (bpf_map_update_elem(&pending, &pid, &v, flags) == -E2BIG)
+		__sync_fetch_and_add(&dropped, 1);
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(waitlat_wakeup, struct task_struct *p)
+{
+	/*
+	 * A wake-up of a task that is on a CPU (it was woken before it could
+	 * block: ttwu_runnable()) starts no wait: it may go on running, and
+	 * schedule() can pick it again with no sched_switch at all. If it is
+	 * switched out still runnable, sched_switch starts its wait.
+	 */
+	if (BPF_CORE_READ(p, on_cpu))
+		return 0;
+	/* BPF_NOEXIST: a wake-up of a task already waiting keeps its start */
+	mark_runnable(p, BPF_NOEXIST);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(waitlat_wakeup_new, struct task_struct *p)
+{
+	mark_runnable(p, BPF_NOEXIST);
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(waitlat_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	struct pending_val *v;
+	struct lat_hist *h;
+	u32 pid = next->pid, key;
+	u64 now, d;
+
+	/* prev: preempted (still runnable) waits again from now; else it sleeps */
+	if (prev->pid) {
+		u32 ppid = prev->pid;
+
+		if (prev->__state == 0)	/* TASK_RUNNING */
+			mark_runnable(prev, BPF_ANY);
+		else
+			bpf_map_delete_elem(&pending, &ppid);
+	}
+	if (!pid)
+		return 0;
+	v = bpf_map_lookup_elem(&pending, &pid);
+	if (!v)
+		return 0;
+	now = bpf_ktime_get_ns();
+	d = now - v->since;
+	key = task_nice(next) + 20;
+	bpf_map_delete_elem(&pending, &pid);
+	h = bpf_map_lookup_elem(&lat_hists, &key);
+	if (!h)
+		return 0;
+	h->bucket[lat_bucket(d) & (WAIT_NR_BUCKETS - 1)]++;
+	h->count++;
+	h->sum_ns += d;
+	if (d > h->max_ns) {
+		h->max_ns = d;
+		h->max_pid = pid;
+	}
+	return 0;
+}

@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! `scx_sisutil latency`: wake-up latency (runnable -> running) of every task, per nice
+//! level, from the scheduler tracepoints (src/bpf/waitlat.bpf.c). Independent of the
+//! scheduler in charge: EEVDF, scx_sisutil or any other sched_ext scheduler.
+//! Also the log2 histogram arithmetic shared with the monitor's wait figures.
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags};
+use serde::Serialize;
+use std::mem::MaybeUninit;
+use std::time::{Duration, Instant};
+
+use crate::bpf_intf as bi;
+
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/waitlat_skel.rs"));
+}
+
+pub const NR_BUCKETS: usize = bi::sis_consts_WAIT_NR_BUCKETS as usize;
+const NR_NICE: usize = bi::sis_consts_WAIT_NR_NICE as usize;
+
+/// Lowest value (ns) of bucket `i`: i < 4 -> i; else (4 + i % 4) << (i / 4 - 1).
+/// A value >= 4 with highest set bit `msb` is in bucket 4 * (msb - 1) + its next two bits.
+#[cfg_attr(not(test), allow(dead_code))]
+pub fn bucket_lo(i: usize) -> u64 {
+    if i < 4 {
+        return i as u64;
+    }
+    let (msb, sub) = (i / 4 + 1, (i % 4) as u64);
+    (((4 + sub) as u128) << (msb - 2)).min(u64::MAX as u128) as u64
+}
+
+/// One past the highest value of bucket `i`.
+pub fn bucket_hi(i: usize) -> u64 {
+    if i < 4 {
+        return i as u64 + 1;
+    }
+    let (msb, sub) = (i / 4 + 1, (i % 4) as u64);
+    (((5 + sub) as u128) << (msb - 2)).min(u64::MAX as u128) as u64
+}
+
+/// The bucket of `ns`, as the BPF side computes it.
+#[cfg_attr(not(test), allow(dead_code))]
+pub fn bucket_of(ns: u64) -> usize {
+    if ns < 4 {
+        return ns as usize;
+    }
+    let msb = 63 - ns.leading_zeros() as usize;
+    ((msb - 1) * 4 + ((ns >> (msb - 2)) & 3) as usize).min(NR_BUCKETS - 1)
+}
+
+/// The q-quantile (0..=1) of a histogram, as the upper end of the bucket it falls in
+/// (conservative: at most 25 % above the true value); 0 for an empty histogram.
+pub fn quantile(b: &[u64], q: f64) -> u64 {
+    let n: u64 = b.iter().sum();
+    if n == 0 {
+        return 0;
+    }
+    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+    let mut acc = 0;
+    for (i, c) in b.iter().enumerate() {
+        acc += c;
+        if acc >= rank {
+            return bucket_hi(i) - 1;
+        }
+    }
+    bucket_hi(b.len() - 1) - 1
+}
+
+/// Upper end of the highest non-empty bucket (0 when empty).
+pub fn hist_max(b: &[u64]) -> u64 {
+    b.iter()
+        .rposition(|&c| c > 0)
+        .map_or(0, |i| bucket_hi(i) - 1)
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct LatencyOpts {
+    /// Seconds to measure (0.1..=86400); SIGINT/SIGTERM end it early
+    #[arg(long, default_value_t = 10.0, value_parser = parse_duration)]
+    pub duration: f64,
+    /// One JSON object instead of the table
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_duration(s: &str) -> std::result::Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !(0.1..=86400.0).contains(&v) {
+        return Err(format!("duration must be 0.1..=86400 seconds, got {v}"));
+    }
+    Ok(v)
+}
+
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Level {
+    pub nice: i32,
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    /// exact longest measured wait
+    pub max_us: f64,
+    pub max_pid: u64,
+    /// tasks of this nice still runnable and not run when the measurement ended
+    pub pending: u64,
+    /// the longest of their waits so far
+    pub pending_max_us: f64,
+    #[serde(skip)]
+    pub buckets: Vec<u64>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub duration_s: f64,
+    /// the sched_ext scheduler in charge ("none": the kernel's fair class)
+    pub scheduler: String,
+    pub levels: Vec<Level>,
+    pub all: Level,
+    /// wake-ups not tracked (pending map full)
+    pub dropped: u64,
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+fn finish(l: &mut Level, sum_ns: u64, max_ns: u64) {
+    l.mean_us = if l.count > 0 {
+        us(sum_ns) / l.count as f64
+    } else {
+        0.0
+    };
+    l.p50_us = us(quantile(&l.buckets, 0.50));
+    l.p99_us = us(quantile(&l.buckets, 0.99));
+    l.p999_us = us(quantile(&l.buckets, 0.999));
+    l.max_us = us(max_ns);
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn current_scheduler() -> String {
+    let state = std::fs::read_to_string("/sys/kernel/sched_ext/state").unwrap_or_default();
+    if state.trim() == "enabled" {
+        std::fs::read_to_string("/sys/kernel/sched_ext/root/ops")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "sched_ext".into())
+    } else {
+        "none".into()
+    }
+}
+
+pub fn latency_main(opts: &LatencyOpts, shutdown: &dyn Fn() -> bool) -> Result<()> {
+    let rep = measure(opts.duration, shutdown)?;
+    if opts.json {
+        println!("{}", serde_json::to_string(&rep)?);
+    } else {
+        print_table(&rep);
+    }
+    Ok(())
+}
+
+/// Trace wake-ups for `duration` seconds (or until `shutdown`) and report them.
+pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("must run as root: the tracer is loaded through bpf() (try sudo)");
+    }
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing; needs CONFIG_DEBUG_INFO_BTF=y)");
+    }
+    scx_utils::try_set_rlimit_infinity();
+    let mut obj = MaybeUninit::uninit();
+    let mut open = skel::WaitlatSkelBuilder::default()
+        .open(&mut obj)
+        .context("opening the latency tracer")?;
+    // the scx headers' fentry probe of sched_ext registration: not wanted here
+    open.progs.scx_lib_init_probe.set_autoload(false);
+    let mut sk = open.load().context("loading the latency tracer")?;
+    sk.attach()
+        .context("attaching the latency tracer to the sched tracepoints")?;
+
+    let t0 = Instant::now();
+    let end = t0 + Duration::from_secs_f64(duration);
+    while Instant::now() < end && !shutdown() {
+        std::thread::sleep(
+            Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())),
+        );
+    }
+    let now = monotonic_ns();
+    let elapsed = t0.elapsed().as_secs_f64();
+    // detach first: the maps stop changing while they are read (under load, reading takes
+    // a while and the pending map would fill with wake-ups from after `now`)
+    sk.links.waitlat_wakeup = None;
+    sk.links.waitlat_wakeup_new = None;
+    sk.links.waitlat_switch = None;
+
+    let mut levels: Vec<Level> = (0..NR_NICE)
+        .map(|k| Level {
+            nice: k as i32 - 20,
+            buckets: vec![0; NR_BUCKETS],
+            ..Default::default()
+        })
+        .collect();
+    let mut all = Level {
+        nice: 0,
+        buckets: vec![0; NR_BUCKETS],
+        ..Default::default()
+    };
+    let (mut all_sum, mut all_max) = (0u64, 0u64);
+    for (k, l) in levels.iter_mut().enumerate() {
+        let vals = sk
+            .maps
+            .lat_hists
+            .lookup_percpu(&(k as u32).to_ne_bytes(), MapFlags::ANY)
+            .context("reading the latency histograms")?
+            .unwrap_or_default();
+        let (mut sum, mut max) = (0u64, 0u64);
+        for v in vals {
+            let w: Vec<u64> = v
+                .chunks_exact(8)
+                .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or_default()))
+                .collect();
+            if w.len() < NR_BUCKETS + 4 {
+                bail!("latency histogram of unexpected size {}", v.len());
+            }
+            for (b, c) in l.buckets.iter_mut().zip(&w[..NR_BUCKETS]) {
+                *b += c;
+            }
+            l.count += w[NR_BUCKETS];
+            sum += w[NR_BUCKETS + 1];
+            if w[NR_BUCKETS + 2] > max {
+                max = w[NR_BUCKETS + 2];
+                l.max_pid = w[NR_BUCKETS + 3];
+            }
+        }
+        for (a, b) in all.buckets.iter_mut().zip(&l.buckets) {
+            *a += b;
+        }
+        all.count += l.count;
+        all_sum += sum;
+        if max > all_max {
+            all_max = max;
+            all.max_pid = l.max_pid;
+        }
+        finish(l, sum, max);
+    }
+    finish(&mut all, all_sum, all_max);
+
+    // tasks still waiting: their wait so far
+    for key in sk.maps.pending.keys() {
+        if let Ok(Some(v)) = sk.maps.pending.lookup(&key, MapFlags::ANY) {
+            if v.len() < 12 {
+                continue;
+            }
+            let since = u64::from_ne_bytes(v[0..8].try_into().unwrap_or_default());
+            let nice = i32::from_ne_bytes(v[8..12].try_into().unwrap_or_default());
+            let waited = now.saturating_sub(since);
+            if let Some(l) = levels.get_mut((nice + 20).clamp(0, NR_NICE as i32 - 1) as usize) {
+                l.pending += 1;
+                l.pending_max_us = l.pending_max_us.max(us(waited));
+            }
+            all.pending += 1;
+            all.pending_max_us = all.pending_max_us.max(us(waited));
+        }
+    }
+    let dropped = sk.maps.bss_data.as_ref().map_or(0, |b| b.dropped);
+    let rep = Report {
+        duration_s: elapsed,
+        scheduler: current_scheduler(),
+        levels: levels
+            .into_iter()
+            .filter(|l| l.count > 0 || l.pending > 0)
+            .collect(),
+        all,
+        dropped,
+    };
+    Ok(rep)
+}
+
+fn print_table(r: &Report) {
+    println!(
+        "wake-up latency (runnable -> running), {:.1} s, scheduler {}; us (p50/p99/p99.9: bucket upper ends)",
+        r.duration_s, r.scheduler
+    );
+    println!(
+        "{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>11} {:>8} {:>12}",
+        "nice", "wake-ups", "mean", "p50", "p99", "p99.9", "max", "pending", "pending_max"
+    );
+    let row = |name: String, l: &Level| {
+        println!(
+            "{:>5} {:>10} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>11.1} {:>8} {:>12.1}",
+            name,
+            l.count,
+            l.mean_us,
+            l.p50_us,
+            l.p99_us,
+            l.p999_us,
+            l.max_us,
+            l.pending,
+            l.pending_max_us
+        )
+    };
+    for l in &r.levels {
+        row(l.nice.to_string(), l);
+    }
+    row("all".into(), &r.all);
+    if r.dropped > 0 {
+        println!(
+            "({} wake-ups not tracked: too many runnable tasks)",
+            r.dropped
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_cover_values_in_order() {
+        let mut prev_hi = 0;
+        // the highest value, u64::MAX, is in bucket 251
+        assert_eq!(bucket_of(u64::MAX), 251);
+        for i in 0..=251 {
+            assert_eq!(
+                bucket_lo(i),
+                prev_hi,
+                "bucket {i} starts where {} ends",
+                i.max(1) - 1
+            );
+            prev_hi = bucket_hi(i);
+        }
+        for ns in [
+            0u64,
+            1,
+            3,
+            4,
+            5,
+            7,
+            8,
+            1000,
+            1023,
+            1024,
+            123_456_789,
+            5_000_000_000,
+        ] {
+            let b = bucket_of(ns);
+            assert!(
+                bucket_lo(b) <= ns && ns < bucket_hi(b),
+                "{ns} in bucket {b}"
+            );
+        }
+    }
+
+    /// The tracer on the host kernel (root and bpf(), as the sis_test host tests): a thread
+    /// at nice 7 sleeps 1 ms 200 times; its wake-ups are counted at nice 7 with waits that
+    /// are ordered (p50 <= p99 <= max) and no longer than the test itself.
+    #[test]
+    fn tracer_counts_wakeups_per_nice() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let go = Arc::new(AtomicBool::new(false));
+        let g = go.clone();
+        let th = std::thread::spawn(move || {
+            let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::id_t;
+            assert_eq!(unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, 7) }, 0);
+            while !g.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            for _ in 0..200 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let t0 = Instant::now();
+        let rep = measure(3.0, &|| {
+            go.store(true, Ordering::Relaxed);
+            false
+        })
+        .expect("the tracer loads on the host (needs root)");
+        th.join().unwrap();
+        let l = rep
+            .levels
+            .iter()
+            .find(|l| l.nice == 7)
+            .expect("no wake-up at nice 7");
+        assert!(l.count >= 200, "nice 7: {} wake-ups, want >= 200", l.count);
+        // quantiles are bucket upper ends: at most the upper end of the max's bucket
+        let max_hi = us(bucket_hi(bucket_of((l.max_us * 1000.0).round() as u64)) - 1);
+        assert!(l.p50_us <= l.p99_us && l.p99_us <= max_hi, "{l:?}");
+        assert!(l.max_us < t0.elapsed().as_secs_f64() * 1e6, "{l:?}");
+        assert!(rep.all.count >= l.count);
+    }
+
+    #[test]
+    fn quantiles_are_bucket_upper_ends() {
+        let mut b = vec![0u64; NR_BUCKETS];
+        // 99 waits of 1000 ns, one of 1_000_000 ns
+        b[bucket_of(1000)] = 99;
+        b[bucket_of(1_000_000)] = 1;
+        let p50 = quantile(&b, 0.5);
+        assert!((1000..1250).contains(&p50), "{p50}");
+        assert_eq!(quantile(&b, 0.99), p50);
+        let p999 = quantile(&b, 0.999);
+        assert!((1_000_000..1_250_000).contains(&p999), "{p999}");
+        assert_eq!(hist_max(&b), p999);
+        assert_eq!(quantile(&[0; 8], 0.5), 0);
+        assert_eq!(hist_max(&[0; 8]), 0);
+    }
+}

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! Fairness under mixed nice: bounded waits for every task, measured with the wake-up
+//! latency tracer (`scx_sisutil latency`), on 16 CPUs at >= 2 runnable tasks per CPU.
+//!
+//!     cargo test --release --test fairness -- --test-threads=2            (CI: hogs20, both kernels)
+//!     cargo test --release --test fairness -- --include-ignored           (all, as tools/soak does)
+//!
+//! Scenarios (tests/guest/fair-mixed.sh): `hogs20` nice -20 hogs + hackbench vs nice-0 tasks
+//! including the loader; `bg19` nice 19 hogs vs a nice-0 latency workload; `pinned` two nice
+//! -20 hogs pinned to each CPU vs nice-0 hackbench. Each asserts: attached throughout, clean
+//! exit, the monitor's wait figures, and no wait (measured, or still pending at the end) over
+//! WAIT_BOUND_MS at any nice level. The latency table of each run is printed.
+//!
+//! SISUTIL_FAIR_SECS (default 40 for the CI variants, 120 for the ignored ones) sets the load
+//! length in guest seconds. Console logs: target/vm-logs/fair-NAME-console.log.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// One LLC of 16 CPUs, no SMT.
+const SMP16: &str = "16,sockets=1,cores=16,threads=1";
+
+/// The stated bound on any wait, in guest ms: a regression guard against starvation,
+/// not a latency measurement (src/vtime_model.rs checks the rules' own bound, ~0.47 s here,
+/// without emulation). The scheduler's rules (docs/DESIGN.md, "Fairness and waits") bound
+/// a task's queueing by the wait guard: it runs within 2 x 200 ms of clock progress plus
+/// the queue ahead of it, whatever its weight. Under TCG the guest clock runs on while a
+/// vCPU is not emulated: QEMU's single-threaded TCG runs one vCPU at a time and kicks it
+/// every 100 ms, so with 16 busy vCPUs a vCPU can stand still for ~1.6 s of guest time,
+/// more when the host is overloaded and QEMU's thread itself waits. Measured maxima on
+/// 7.3.4: 1.0, 2.0 and 4.0 s (the last at a host load of ~8 on 2 cores). 5 s leaves that
+/// margin; the same load under EEVDF in these guests gives waits of 7-29 s, and the
+/// scheduler before this rework was ejected after ~30 s (docs/results/fairness-16cpu-2026-11-23).
+const WAIT_BOUND_MS: u32 = 5000;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn secs(default: u32) -> u32 {
+    std::env::var("SISUTIL_FAIR_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&s: &u32| s >= 20)
+        .unwrap_or(default)
+}
+
+fn fair(name: &str, kernel: &str, scen: &str, load_s: u32) {
+    let logs = repo().join("target/vm-logs");
+    std::fs::create_dir_all(&logs).expect("cannot create target/vm-logs");
+    let console = logs.join(format!("fair-{name}-console.log"));
+    let script = format!("fair-mixed.sh {scen} {load_s} {WAIT_BOUND_MS}");
+    let attach = std::env::var("SISUTIL_VMTEST_ATTACH_TIMEOUT").unwrap_or_else(|_| "90".into());
+    let timeout = 300 + 3 * load_s;
+    let t0 = Instant::now();
+    let out = Command::new(repo().join("tools/vm"))
+        .args(["--kernel", kernel, "--smp", SMP16, "--no-build"])
+        .args(["--timeout", &timeout.to_string()])
+        .arg("--log")
+        .arg(&console)
+        .args(["--env", &format!("VMTEST_ATTACH_TIMEOUT={attach}")])
+        .arg("--")
+        .arg(&script)
+        .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("cannot run tools/vm");
+    let wall = t0.elapsed().as_secs_f64();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!(
+        "==== fair {name}: kernel {kernel}, smp {SMP16}: `{script}` -> exit {:?}, {wall:.1} s wall",
+        out.status.code()
+    );
+    // (LATENCY_JSON too: tools/soak's log keeps the tracer's whole report)
+    for l in stdout.lines() {
+        println!("[{name}] {l}");
+    }
+    for l in String::from_utf8_lossy(&out.stderr).lines() {
+        println!("[{name}] vm: {l}");
+    }
+    println!("==== fair {name}: console log {}", console.display());
+
+    let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL:")).collect();
+    assert!(fails.is_empty(), "{name}: {}", fails.join("\n"));
+    assert_eq!(out.status.code(), Some(0), "{name}: tools/vm exit status");
+    assert!(
+        stdout.lines().any(|l| l.trim_end() == "PASS fair-mixed"),
+        "{name}: no PASS line: the script stopped early"
+    );
+    for want in [
+        "monitor reports the scheduler's waits",
+        "attached throughout the",
+        "latency tracer ran across the load",
+        "every nice level waited <=",
+        "exit status after SIGINT = 0",
+        "dmesg: no abnormal sched_ext disable",
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("ok: ") && l.contains(want)),
+            "{name}: check '{want}' did not run"
+        );
+    }
+    // The tracer's report, checked again here: the load's nice levels were all seen.
+    let json = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("LATENCY_JSON {scen} ")))
+        .unwrap_or_else(|| panic!("{name}: no LATENCY_JSON line"));
+    let rep: serde_json::Value = serde_json::from_str(json).expect("latency JSON");
+    let level = |nice: i64| {
+        rep["levels"]
+            .as_array()
+            .and_then(|a| a.iter().find(|l| l["nice"].as_i64() == Some(nice)))
+            .cloned()
+    };
+    let want_nice: &[i64] = match scen {
+        "bg19" => &[0, 19],
+        _ => &[0, -20],
+    };
+    for &n in want_nice {
+        let l = level(n).unwrap_or_else(|| panic!("{name}: no wake-up at nice {n}"));
+        let count = l["count"].as_u64().unwrap_or(0);
+        let max = l["max_us"].as_f64().unwrap_or(f64::MAX);
+        assert!(count > 0, "{name}: nice {n}: no wake-up measured");
+        assert!(
+            max <= WAIT_BOUND_MS as f64 * 1000.0,
+            "{name}: nice {n}: max wait {max} us over {WAIT_BOUND_MS} ms"
+        );
+        println!(
+            "==== fair {name}: nice {n}: {count} wake-ups, p99 {} us, max {max} us (bound {WAIT_BOUND_MS} ms)",
+            l["p99_us"]
+        );
+    }
+}
+
+#[test]
+fn fair_hogs20_7() {
+    fair("fair_hogs20_7", "7", "hogs20", secs(40));
+}
+
+#[test]
+fn fair_hogs20_6_12() {
+    fair("fair_hogs20_6_12", "6.12", "hogs20", secs(40));
+}
+
+#[test]
+#[ignore = "long: tools/soak"]
+fn fair_bg19_7() {
+    fair("fair_bg19_7", "7", "bg19", secs(120));
+}
+
+#[test]
+#[ignore = "long: tools/soak"]
+fn fair_bg19_6_12() {
+    fair("fair_bg19_6_12", "6.12", "bg19", secs(120));
+}
+
+#[test]
+#[ignore = "long: tools/soak"]
+fn fair_pinned_7() {
+    fair("fair_pinned_7", "7", "pinned", secs(120));
+}
+
+#[test]
+#[ignore = "long: tools/soak"]
+fn fair_pinned_6_12() {
+    fair("fair_pinned_6_12", "6.12", "pinned", secs(120));
+}
+
+#[test]
+#[ignore = "long: tools/soak"]
+fn fair_hogs20_long_7() {
+    fair("fair_hogs20_long_7", "7", "hogs20", secs(120));
+}
+
+#[test]
+#[ignore = "long: tools/soak"]
+fn fair_hogs20_long_6_12() {
+    fair("fair_hogs20_long_6_12", "6.12", "hogs20", secs(120));
+}

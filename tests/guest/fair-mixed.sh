@@ -1,0 +1,139 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# fair-mixed.sh SCENARIO SECS BOUND_MS [none]   (guest side of tests/fairness.rs)
+# Mixed-nice overload (>= 2 runnable tasks per CPU) under scx_sisutil, with the wake-up
+# latency tracer (`scx_sisutil latency`) running across the whole load:
+#   hogs20  nice -20 stress-ng --cpu 2*ncpu and hackbench vs nice-0 tasks: the loader itself,
+#           stress-ng --cpu 4 and a 20 ms sleeper
+#   bg19    nice 19 stress-ng --cpu 2*ncpu vs a nice-0 latency workload (hackbench, sleeper)
+#   pinned  2 nice -20 hogs pinned to each CPU (taskset) vs nice-0 hackbench and sleeper
+# Checks: the scheduler stays attached throughout and exits cleanly; the monitor reports the
+# scheduler's own waits (after the load); no task of any nice level waited longer than BOUND_MS (measured
+# waits and waits still pending at the end); dmesg clean. Prints the latency table.
+# With `none` as 4th argument: the same load and tracer under the kernel's own scheduler
+# (EEVDF), for comparison; only the tracer checks apply.
+. "$(dirname "$0")/lib.sh"
+
+scen=${1:?usage: fair-mixed.sh hogs20|bg19|pinned SECS BOUND_MS}
+secs=${2:?SECS}
+bound_ms=${3:?BOUND_MS}
+sched=${4:-sisutil}
+ncpu=$(nproc)
+hogs=$((2 * ncpu))
+
+# at_nice N CMD...: run CMD at nice N (busybox has renice, not nice).
+at_nice() {
+  local n=$1; shift
+  sh -c 'renice -n "$0" -p $$ > /dev/null || exit 127; exec "$@"' "$n" "$@"
+}
+
+if [ "$sched" = none ]; then
+  info "no sched_ext scheduler: the kernel's fair class (EEVDF)"
+else
+  sched_start /tmp/sched.log
+  info "loader (scx_sisutil, pid $SCHED_PID) runs at nice $(awk '{print $19}' /proc/$SCHED_PID/stat)"
+fi
+
+# The tracer observes; it must not be what is late: nice -20.
+lat_end=$(deadline_in "$((secs + 5))")
+at_nice -20 scx_sisutil latency --duration "$((secs + 4))" --json > /tmp/lat.json 2> /tmp/lat.err &
+lat_pid=$!
+bg "$lat_pid"
+sleep 2
+
+
+sleeper() { while [ ! -e /tmp/fair-stop ]; do sleep 0.02; done; }
+rm -f /tmp/fair-stop
+case "$scen" in
+  hogs20)
+    at_nice -20 stress-ng --cpu "$hogs" --timeout "${secs}s" > /dev/null 2>&1 & bg $!
+    at_nice -20 hackbench -g 4 -l 100000000 > /dev/null 2>&1 & bg $!
+    stress-ng --cpu 4 --timeout "${secs}s" > /dev/null 2>&1 & bg $!
+    sleeper & bg $!
+    ;;
+  bg19)
+    at_nice 19 stress-ng --cpu "$hogs" --timeout "${secs}s" > /dev/null 2>&1 & bg $!
+    hackbench -g 2 -l 100000000 > /dev/null 2>&1 & bg $!
+    sleeper & bg $!
+    ;;
+  pinned)
+    for c in $(seq 0 $((ncpu - 1))); do
+      at_nice -20 taskset -c "$c" stress-ng --cpu 2 --timeout "${secs}s" > /dev/null 2>&1 & bg $!
+    done
+    hackbench -g 2 -l 100000000 > /dev/null 2>&1 & bg $!
+    sleeper & bg $!
+    ;;
+  *) fail "unknown scenario $scen" ;;
+esac
+info "load $scen started: $hogs hogs on $ncpu CPUs"
+
+# Until the end of the load: the scheduler stays attached (checked every 2 s).
+end=$(deadline_in "$((secs - 5))")
+while before "$end"; do
+  if [ "$sched" != none ]; then
+    [ "$(scx_state)" = enabled ] || fail "sched_ext state '$(scx_state)' at $(since) s under load $scen"
+    kill -0 "$SCHED_PID" 2>/dev/null || fail "scx_sisutil exited under load $scen"
+  fi
+  sleep 2
+done
+[ "$sched" = none ] || ok "attached throughout the $scen load"
+
+# The load stops once the tracer's window is over: the tracer then detaches and reads its
+# maps with the CPUs free (next to 190 nice -20 tasks that took minutes under TCG). Waits of
+# the load's last second, while it is killed, are no longer than under it.
+while before "$lat_end"; do sleep 0.5; done
+touch /tmp/fair-stop
+for p in "${BG_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+# hackbench's senders and receivers outlive a SIGTERM of their parent: KILL them all, and
+# wait until they are gone (the checks below must not run under the load)
+pkill -KILL hackbench 2>/dev/null || true
+pkill -KILL stress-ng 2>/dev/null || true
+# (under TCG, 200 processes take a minute to exit)
+dl=$(deadline_in 180)
+while pgrep -x hackbench > /dev/null || pgrep stress-ng > /dev/null; do
+  before "$dl" || fail "the $scen load still runs 180 s after SIGKILL"
+  sleep 0.5
+done
+info "load stopped"
+rc=0; wait "$lat_pid" || rc=$?
+[ "$rc" -eq 0 ] || fail "scx_sisutil latency exited $rc: $(head -c 300 /tmp/lat.err)"
+grep -q '^{' /tmp/lat.json || fail "scx_sisutil latency printed no JSON: $(head -c 300 /tmp/lat.json /tmp/lat.err)"
+ok "latency tracer ran across the load"
+
+echo "# wake-up latency under $scen (scheduler $(jq -r .scheduler /tmp/lat.json), $(jq -r '.duration_s' /tmp/lat.json) s), us:"
+echo "#  nice   wake-ups       p50       p99     p99.9        max  pending  pending_max"
+jq -r '.levels[], (.all | .nice = "all") | "#  \(.nice) \(.count) \(.p50_us) \(.p99_us) \(.p999_us) \(.max_us) \(.pending) \(.pending_max_us)"' /tmp/lat.json |
+  awk '{ printf "# %5s %10s %9s %9s %9s %10s %8s %12s\n", $2, $3, $4, $5, $6, $7, $8, $9 }'
+echo "LATENCY_JSON $scen $(cat /tmp/lat.json)"
+
+# The scheduler's own wait figures in the monitor, after the load: next to nice -20 hogs
+# the nice-0 loader answers a stats request more slowly than the monitor's 5 s request
+# timeout, so the report is taken with the load stopped, over a short hackbench.
+if [ "$sched" != none ]; then
+  hackbench_bg -g 2 -l 50
+  monitor_json /tmp/mon.json 1 3
+  hackbench_bg_stop
+  read -r wc p50 p99 wmax < <(jq -r '"\(.wait_count) \(.wait_p50_us) \(.wait_p99_us) \(.wait_max_us)"' /tmp/mon.json)
+  info "monitor over hackbench after the load: waits $wc p50 ${p50} us p99 ${p99} us max ${wmax} us"
+  [ "$wc" -gt 0 ] || fail "monitor: wait_count = $wc under hackbench, want > 0"
+  awk -v a="$p50" -v b="$p99" -v c="$wmax" 'BEGIN { exit !(a > 0 && a <= b && b <= c) }' ||
+    fail "monitor: want 0 < p50 <= p99 <= max, got $p50 $p99 $wmax"
+  ok "monitor reports the scheduler's waits (p50 <= p99 <= max)"
+fi
+
+# Every nice level: longest wait (measured or still pending) within the bound.
+over=$(jq -r --argjson b "$((bound_ms * 1000))" \
+  '.levels[] | select(.max_us > $b or .pending_max_us > $b) | "nice \(.nice): max \(.max_us) us (pid \(.max_pid)), pending \(.pending_max_us) us"' /tmp/lat.json)
+[ -z "$over" ] || fail "waits over ${bound_ms} ms under $scen: $over"
+n0=$(jq '[.levels[] | select(.nice == 0) | .count] | add // 0' /tmp/lat.json)
+[ "$n0" -gt 0 ] || fail "no nice-0 wake-up measured under $scen"
+ok "every nice level waited <= ${bound_ms} ms (max $(jq '.all.max_us' /tmp/lat.json) us, $(jq '.all.count' /tmp/lat.json) wake-ups)"
+
+if [ "$sched" != none ]; then
+  sched_alive "after the $scen load"
+  sched_stop INT
+  expect_eq "exit status after SIGINT" "$SCHED_RC" 0
+fi
+check_dmesg_clean
+pass
