@@ -550,6 +550,7 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
             now,
             crate::scheduler::intf_slice(&mut bss.cpu_ctxs),
             crate::scheduler::intf_slice(&mut bss.llc_ctxs),
+            None,
         );
         let dt = t.elapsed().as_secs_f64() * 1e6;
         if i > 0 {

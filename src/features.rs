@@ -86,6 +86,13 @@ pub const FEATURES: &[Feature] = &[
         vanilla: false,
         help: "SIS_UTIL review (K Prateek Nayak): for LLCs of <= 16 CPUs, depth * 32 / llc_weight",
     },
+    Feature {
+        name: "SIS_FIT",
+        bit: bpf_intf::sis_feature_FEAT_SIS_FIT as u64,
+        patched: false,
+        vanilla: false,
+        help: "with SIS_UTIL: each LLC's depth is the measured depth_p95 of its utilization (calibrate)",
+    },
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

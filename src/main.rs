@@ -5,6 +5,9 @@
 mod ab;
 mod bpf_intf;
 mod bpf_skel;
+#[cfg(test)]
+mod calib_test;
+mod calibrate;
 mod cost;
 mod features;
 mod latency;
@@ -31,7 +34,7 @@ use features::Preset;
 const AFTER_HELP: &str = "\
 Features (kernel sched_feat names; NO_X turns X off):
   SIS_UTIL, SIS_PROP, SIS_CORE, WA_IDLE_PREV, WA_WEIGHT, TTWU_QUEUE_DESCHED,
-  NEWIDLE_SKIP_IPI, KICK_SKIP_REDUNDANT, SIS_SMALL_LLC
+  NEWIDLE_SKIP_IPI, KICK_SKIP_REDUNDANT, SIS_SMALL_LLC, SIS_FIT
   `scx_sisutil features` lists them with their state on the running scheduler.
 
 Examples:
@@ -70,6 +73,10 @@ enum Cmd {
     /// A/B two feature sets on the running scheduler: run CMD round after round, switching
     /// live between rounds in ABBA order; medians, difference with a 95 % interval, verdict
     Ab(ab::AbOpts),
+    /// Measure the LLC scan on the running scheduler: per utilization bucket, the depth the
+    /// policy allowed against the distance to the nearest idle CPU (found, missed, wasted,
+    /// depth_p95), optionally plotted against SIS_UTIL's depth curve
+    Calibrate(calibrate::CalibrateOpts),
     /// Print SIS_UTIL's scan depth for each utilization (the table of \"sched/fair: Introduce SIS_UTIL to search idle CPU based on sum of util_avg\")
     ScanTable(util::ScanTableOpts),
     /// Wake-up latency (runnable -> running) per nice level under any scheduler (BPF tracer)
@@ -255,6 +262,7 @@ fn main() {
         }
         Some(Cmd::Features { names }) => features::features_main(&names),
         Some(Cmd::Ab(o)) => shutdown_flag().and_then(|s| ab::ab_main(&o, s)),
+        Some(Cmd::Calibrate(o)) => shutdown_flag().and_then(|s| calibrate::calibrate_main(&o, &s)),
         Some(Cmd::ScanTable(o)) => util::scan_table_main(&o),
         Some(Cmd::Latency(o)) => {
             shutdown_flag().and_then(|s| latency::latency_main(&o, &|| s.load(Ordering::Relaxed)))

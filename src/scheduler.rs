@@ -31,6 +31,9 @@ pub struct Scheduler<'a> {
     /// sis_features through its mmap: no bpf() call per interval
     feat_word: Option<FeatureWord>,
     interval: Duration,
+    /// SIS_FIT: per LLC, the fitted depth of each utilization bucket (None: too few samples)
+    fit: Vec<[Option<u64>; crate::calibrate::BUCKETS]>,
+    last_fit: Option<Instant>,
 }
 
 /// The feature word of a `sis_features` map (BPF_F_MMAPABLE), read through a shared
@@ -145,6 +148,7 @@ impl<'a> Scheduler<'a> {
         unsafe { copy_same_c_type(&*sis_topo, &mut rodata.topo) };
         rodata.slice_ns = opts.slice_us * 1000;
         rodata.imbalance_pct = opts.imbalance_pct;
+        crate::calibrate::size_records(&mut skel, llcs.len())?;
 
         let mut skel = scx_ops_load!(skel, sisutil_ops, uei)?;
         info!("verifier: {}", verified_insns(&skel));
@@ -161,6 +165,7 @@ impl<'a> Scheduler<'a> {
                 bss.llc_ctxs[l].nr_idle_scan = cpus.len() as u64;
             }
         }
+        crate::calibrate::init_loader(&mut skel, &llcs, opts.imbalance_pct)?;
 
         let struct_ops = Some(scx_ops_attach!(skel, sisutil_ops)?);
         // Pinned only once attached, so that `features` never finds a map that no running
@@ -173,8 +178,11 @@ impl<'a> Scheduler<'a> {
             util: UtilUpdate::new(vec![], 0, opts.imbalance_pct),
             feat_word: None,
             interval: Duration::from_millis(opts.interval_ms),
+            fit: vec![],
+            last_fit: None,
         };
         pin_features(&mut sched.skel)?;
+        crate::calibrate::pin(&mut sched.skel)?;
         sched.stats_server = StatsServer::new(crate::stats::server_data()).launch()?;
         // statistics are root-only, like the feature map
         let sock = std::path::Path::new("/var/run/scx/root/stats");
@@ -216,6 +224,7 @@ impl<'a> Scheduler<'a> {
     fn update_util(&mut self) {
         let feat = self.features();
         let now = monotonic_ns();
+        let sis_fit = self.update_calib(feat, now);
         let Some(bss) = self.skel.maps.bss_data.as_mut() else {
             return;
         };
@@ -224,7 +233,33 @@ impl<'a> Scheduler<'a> {
             now,
             intf_slice(&mut bss.cpu_ctxs),
             intf_slice(&mut bss.llc_ctxs),
+            sis_fit.then_some(&self.fit[..]),
         );
+    }
+
+    /// Depth calibration: recording on while `calibrate` holds its lease or SIS_FIT is on;
+    /// with SIS_FIT, the per-LLC fit from the records, refreshed each second. Returns
+    /// whether SIS_FIT's depths apply.
+    fn update_calib(&mut self, feat: u64, now: u64) -> bool {
+        let sis_fit = feat & crate::bpf_intf::sis_feature_FEAT_SIS_FIT as u64 != 0;
+        let on = sis_fit || crate::calibrate::lease_held(&self.skel, now);
+        if let Some(bss) = self.skel.maps.bss_data.as_mut() {
+            if (bss.calib_on != 0) != on {
+                unsafe { std::ptr::write_volatile(&mut bss.calib_on, on as u64) };
+            }
+        }
+        if !sis_fit {
+            self.last_fit = None;
+            return false;
+        }
+        if self
+            .last_fit
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+        {
+            self.fit = crate::calibrate::fit_from_records(&self.skel, self.llcs.len());
+            self.last_fit = Some(Instant::now());
+        }
+        true
     }
 
     fn read_metrics(&self) -> Metrics {
@@ -320,13 +355,15 @@ impl UtilUpdate {
         }
     }
 
-    /// One sample at `now` (CLOCK_MONOTONIC ns, the clock of bpf_ktime_get_ns()).
+    /// One sample at `now` (CLOCK_MONOTONIC ns, the clock of bpf_ktime_get_ns()); with
+    /// `fit` (SIS_FIT), each LLC's depth comes from its calibrated curve where it has one.
     pub fn update(
         &mut self,
         feat: u64,
         now: u64,
         cpu_ctxs: &mut [crate::bpf_intf::cpu_ctx],
         llc_ctxs: &mut [crate::bpf_intf::llc_ctx],
+        fit: Option<&[[Option<u64>; crate::calibrate::BUCKETS]]>,
     ) {
         let small_llc = feat & crate::bpf_intf::sis_feature_FEAT_SIS_SMALL_LLC as u64 != 0;
         let skip_same = feat & crate::bpf_intf::sis_feature_FEAT_KICK_SKIP_REDUNDANT as u64 != 0;
@@ -360,7 +397,11 @@ impl UtilUpdate {
                 continue;
             }
             let lc = &mut llc_ctxs[l];
-            let depth = scan_depth(sum, cpus.len() as u64, self.imbalance_pct, small_llc);
+            let mut depth = scan_depth(sum, cpus.len() as u64, self.imbalance_pct, small_llc);
+            if let Some(fit) = fit {
+                depth = crate::calibrate::fit_depth(fit.get(l), sum, cpus.len() as u64)
+                    .unwrap_or(depth);
+            }
             lc.util_sum = sum;
             // Mel Gorman's review of SIS_UTIL: do not write a shared line that would not change
             if !skip_same || unsafe { std::ptr::read_volatile(&lc.nr_idle_scan) } != depth {
@@ -427,6 +468,7 @@ impl Drop for Scheduler<'_> {
                 debug!("unpin: {e}");
             }
         }
+        crate::calibrate::unpin(&mut self.skel);
         let _ = std::fs::remove_dir(features::PIN_DIR);
         info!("scx_sisutil detached");
     }

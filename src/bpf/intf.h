@@ -54,7 +54,8 @@ enum sis_feature {
 	FEAT_KICK_SKIP_REDUNDANT = 1ULL << 6,	/* Tim Chen: read before atomic, wrap kick target */
 	FEAT_SIS_SMALL_LLC	= 1ULL << 7,	/* SIS_UTIL review: depth*32/weight for <=16 CPUs */
 	FEAT_WA_WEIGHT		= 1ULL << 8,	/* fair.c: wake_affine_weight load comparison */
-	FEAT_ALL		= (1ULL << 9) - 1,
+	FEAT_SIS_FIT		= 1ULL << 9,	/* SIS_UTIL's depth from the measured depth_p95 curve */
+	FEAT_ALL		= (1ULL << 10) - 1,
 };
 
 /* Per-LLC counters (PERCPU_ARRAY, key = LLC index). See stats.rs for meanings. */
@@ -145,6 +146,34 @@ struct sis_topo {
 	u16 llc_cpus[MAX_CPUS];
 	/* other LLCs, nearest first (same NUMA node first), for stealing */
 	u8 llc_steal[MAX_LLCS][MAX_LLCS];
+};
+
+/*
+ * Scan-depth calibration (calib.bpf.h): one record per LLC and utilization
+ * bucket, per CPU. hist[d] counts the wake-ups whose nearest idle CPU was d
+ * CPUs away in scan order, exactly for d < CALIB_EXACT; hist[CALIB_EXACT + k]
+ * counts d in [CALIB_EXACT << k, CALIB_EXACT << (k + 1)).
+ */
+enum calib_consts {
+	CALIB_BUCKETS		= 10,	/* utilization 0-10 %, ..., 90-100 % */
+	CALIB_EXACT		= 64,
+	CALIB_HIST		= CALIB_EXACT + 4,
+	/* calib_ctl: lease, the loader's imbalance_pct, then each LLC's weight */
+	CALIB_CTL_LEASE		= 0,
+	CALIB_CTL_IMBALANCE_PCT	= 1,
+	CALIB_CTL_WEIGHT	= 2,
+	CALIB_CTL_NR		= CALIB_CTL_WEIGHT + MAX_LLCS,
+};
+
+struct calib_rec {
+	u64 wakeups;		/* scans of the LLC (skipped ones included) */
+	u64 depth_sum;		/* allowed depths, summed (capped at the allowed CPUs) */
+	u64 found;		/* an idle CPU within the allowed depth */
+	u64 missed;		/* an idle CPU beyond it (or the scan skipped) */
+	u64 wasted;		/* CPUs the scan may examine when none is idle */
+	u64 no_idle;		/* wake-ups with no idle allowed CPU in the LLC */
+	u64 skipped;		/* depth 0: SIS_UTIL skipped the scan */
+	u64 hist[CALIB_HIST];	/* distance to the nearest idle CPU */
 };
 
 /*

@@ -170,6 +170,18 @@ static __always_inline bool skip_redundant_write(u64 feat, u64 cur, u64 want, s3
 	return true;
 }
 
+/* The idle mask's first @nr words, for the depth calibration (calib.bpf.h). */
+static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr)
+{
+	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+	u32 i;
+
+	bpf_for(i, 0, nr)
+		dst[i & (MAX_CPUS / 64 - 1)] = BPF_CORE_READ(idle, bits[i & (MAX_CPUS / 64 - 1)]);
+	scx_bpf_put_idle_cpumask(idle);
+}
+
+#include "calib.bpf.h"
 #include "sis.bpf.h"
 
 /* ---- the wake-up: select_cpu and the state it reads ---- */
@@ -227,6 +239,13 @@ static void wake_load_runnable(struct task_struct *p)
 
 	if (tctx)
 		tctx->runnable_at = bpf_ktime_get_ns();
+	if (READ_ONCE(calib_on)) {
+		u32 zero = 0;
+		struct sis_ctx *c = bpf_map_lookup_elem(&sis_scratch, &zero);
+
+		if (c)
+			calib_flush(c, p->pid);
+	}
 }
 
 /* from ops.quiescent */
@@ -373,6 +392,7 @@ s32 BPF_STRUCT_OPS(sisutil_select_cpu, struct task_struct *p, s32 prev_cpu, u64 
 	c->prev = prev_cpu;
 	c->claimed = -1;
 	c->depth_src = DEPTH_NONE;
+	c->calib_target = -1;
 	c->wakee_id = p->pid;
 	c->wakee_load = tctx->load_avg;
 	/* is_per_cpu_kthread(current); in_task() is taken as true (DESIGN.md) */

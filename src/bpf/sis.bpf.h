@@ -24,6 +24,7 @@
  *   u32  sis_nr_running(c, cpu)          cpu_rq(cpu)->nr_running
  *   u64  sis_jiffies(c), sis_clock(c)    jiffies, cpu_clock(this_cpu)
  *   u32  sis_hz()                        HZ
+ *   void sis_calib(c, target, nr)        the depth calibration hook (calib.bpf.h)
  * and fills struct sis_ctx (sis_ctx.bpf.h) with the waker's CPU, p's
  * cpus_ptr, the two tasks' loads and whether current is a per-CPU kthread.
  * main.bpf.c backs them with sched_ext, sis_test.bpf.c with synthetic state:
@@ -373,12 +374,14 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 		nr = READ_ONCE(lc->nr_idle_scan) + 1;
 		c->depth_src = DEPTH_SIS_UTIL;
 		if (nr == 1) {
+			sis_calib(c, target, nr);
 			/* "overloaded LLC is unlikely to have idle cpu/core" */
 			sis_inc(c, STAT_SCAN_SKIPPED);
 			sis_inc(c, STAT_HIT_SIS_UTIL);
 			return -1;
 		}
 	}
+	sis_calib(c, target, nr);
 
 	start = topo.llc_start[llc & (MAX_LLCS - 1)];
 	nr_cpus = topo.llc_nr[llc & (MAX_LLCS - 1)];

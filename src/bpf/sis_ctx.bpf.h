@@ -43,6 +43,9 @@ struct sis_ctx {
 	u64 wakee_load;		/* task_h_load(p) */
 	u64 allowed[MAX_CPUS / 64];	/* p->cpus_ptr */
 	u64 scan_start;		/* SIS_PROP: cpu_clock(this) at scan start */
+	s32 calib_target;	/* calib.bpf.h: the scan's target, -1 no scan */
+	s32 __calib_pad;
+	s64 calib_nr;		/* calib.bpf.h: the scan's nr (depth + 1) */
 	u64 cnt[STAT_NR];
 };
 

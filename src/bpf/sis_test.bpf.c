@@ -64,6 +64,13 @@ static __always_inline u32 sis_hz(void)
 	return test_hz;
 }
 
+/* the idle mask's words, for the depth calibration */
+static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr)
+{
+	__builtin_memcpy(dst, test_idle, sizeof(test_idle));
+}
+
+#include "calib.bpf.h"
 #include "sis.bpf.h"
 
 SEC("syscall")
@@ -84,6 +91,7 @@ int sis_test(struct sis_test_args *a)
 	c->prev = a->prev;
 	c->claimed = -1;
 	c->depth_src = DEPTH_NONE;
+	c->calib_target = -1;
 	c->wakee_id = a->wakee_id;
 	c->pcpu_kthread = a->pcpu_kthread;
 	c->waker_load = a->waker_load;
@@ -107,5 +115,17 @@ int sis_test(struct sis_test_args *a)
 	a->waker_flips_out = test_waker.wakee_flips;
 	a->waker_decay_ts_out = test_waker.wakee_flip_decay_ts;
 	__builtin_memcpy(a->cnt, c->cnt, sizeof(a->cnt));
+	return 0;
+}
+
+/*
+ * The depth calibration's record of the wake-up sis_test just ran, as the
+ * scheduler makes it in ops.runnable: a program of its own, as there (calling
+ * it at the end of sis_test made that program too complex to verify).
+ */
+SEC("syscall")
+int calib_test_flush(void *a)
+{
+	calib_flush(&test_ctx, test_ctx.wakee_id);
 	return 0;
 }
