@@ -668,6 +668,7 @@ impl Canvas {
             }
         }
     }
+    #[allow(clippy::too_many_arguments)]
     fn line(&mut self, x0: i64, y0: i64, x1: i64, y1: i64, c: [u8; 3], thick: i64, dash: bool) {
         let n = (x1 - x0).abs().max((y1 - y0).abs()).max(1);
         for i in 0..=n {
