@@ -63,14 +63,14 @@ pub const FEATURES: &[Feature] = &[
         bit: bpf_intf::sis_feature_FEAT_TTWU_QUEUE_DESCHED as u64,
         patched: true,
         vanilla: false,
-        help: "Mel Gorman 2020, offload wakee activation: wakee's CPU is descheduling it and has nothing queued: place it there",
+        help: "Mel Gorman 2020, offload wakee activation: the wakee is still on its CPU when woken (seen at sched_waking) and that CPU, in the waker's LLC, has nothing running: placed there without a search",
     },
     Feature {
         name: "NEWIDLE_SKIP_IPI",
         bit: bpf_intf::sis_feature_FEAT_NEWIDLE_SKIP_IPI as u64,
         patched: true,
         vanilla: false,
-        help: "K Prateek Nayak 2024, skip newidle_balance() on IPI: an idle CPU woken with no work for it does not pull from other LLCs",
+        help: "K Prateek Nayak 2024, skip newidle_balance() on IPI: an idle CPU woken without being asked to take work does not steal from other LLCs (its own LLC queue is still served; the kernel skips the whole newidle balance)",
     },
     Feature {
         name: "KICK_SKIP_REDUNDANT",
