@@ -402,22 +402,13 @@ fn ctl_read(ctl: &MapHandle, key: u32) -> u64 {
 }
 
 fn renew_lease(ctl: &MapHandle) -> Result<()> {
-    let until = monotonic_ns() + LEASE_NS;
+    let until = crate::scheduler::monotonic_ns() + LEASE_NS;
     ctl.update(
         &CTL_LEASE.to_ne_bytes(),
         &until.to_ne_bytes(),
         MapFlags::ANY,
     )
     .context("turning recording on (calib_ctl)")
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 pub fn calibrate_main(opts: &CalibrateOpts, shutdown: &AtomicBool) -> Result<()> {

@@ -141,15 +141,6 @@ fn finish(l: &mut Level, sum_ns: u64, max_ns: u64) {
     l.max_us = us(max_ns);
 }
 
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 fn current_scheduler() -> String {
     let state = std::fs::read_to_string("/sys/kernel/sched_ext/state").unwrap_or_default();
     if state.trim() == "enabled" {
@@ -197,7 +188,7 @@ pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
             Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())),
         );
     }
-    let now = monotonic_ns();
+    let now = crate::scheduler::monotonic_ns();
     let elapsed = t0.elapsed().as_secs_f64();
     // detach first: the maps stop changing while they are read (under load, reading takes
     // a while and the pending map would fill with wake-ups from after `now`)

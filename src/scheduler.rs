@@ -99,7 +99,8 @@ pub struct UtilUpdate {
     imbalance_pct: u64,
 }
 
-fn monotonic_ns() -> u64 {
+/// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
+pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
