@@ -141,6 +141,10 @@ fn fair_hogs20_7() {
 }
 
 #[test]
+// On 6.12 under TCG, stopping the 32 nice -20 hogs after the 40 s load took ~370 s of guest
+// time next to another guest (421 s, past the 420 s limit, in the full test run): too long
+// and too close to the limit for CI. tools/soak runs it (--include-ignored).
+#[ignore = "long on 6.12 under TCG: tools/soak"]
 fn fair_hogs20_6_12() {
     fair("fair_hogs20_6_12", "6.12", "hogs20", secs(40));
 }
