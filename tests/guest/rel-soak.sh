@@ -15,13 +15,14 @@
 secs=${1:-60}
 every=${2:-2}
 ncpu=$(nproc)
-FEATS=(SIS_UTIL SIS_PROP SIS_CORE WA_IDLE_PREV WA_WEIGHT TTWU_QUEUE_DESCHED NEWIDLE_SKIP_IPI
-       KICK_SKIP_REDUNDANT SIS_SMALL_LLC)
 
 # feature_state NAME: on|off as the running scheduler reports it
 feature_state() { scx_sisutil features | awk -v n="$1" '$1 == n { print $2 }'; }
 
 sched_start /tmp/rel-sched.log
+# every feature the running scheduler has, in its order (the binary defines them)
+mapfile -t FEATS < <(scx_sisutil features | awk '{ print $1 }')
+[ "${#FEATS[@]}" -ge 9 ] || fail "scx_sisutil features listed ${#FEATS[@]} features"
 forks0=$(forks_total)
 t_start=$(now)
 
