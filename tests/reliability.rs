@@ -21,6 +21,8 @@
 //! TCG emulation, where durations are distorted: the tests assert counts, never speeds.
 //! Nothing is skipped: without QEMU or a kernel, tools/vm fails and so does the test.
 
+mod common;
+use common::output_forwarding_progress;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -115,44 +117,6 @@ impl Outcome {
                 format!(" (and {})", kept.join(", "))
             }
         )
-    }
-}
-
-/// Runs tools/vm to completion and returns its output. Its stderr (the harness's timestamped
-/// progress: kernel, guest image, boot, init, scheduler attach/detach) is forwarded line by
-/// line as it arrives through eprintln: `cargo test -- --nocapture` shows a guest's progress
-/// live, a normal run keeps it in the captured output of the test.
-fn output_forwarding_progress(name: &str, cmd: &mut Command) -> std::process::Output {
-    use std::io::{BufRead, BufReader, Read};
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cannot run tools/vm");
-    let err = child.stderr.take().expect("tools/vm stderr");
-    let tag = name.to_string();
-    let forward = std::thread::spawn(move || {
-        let mut all = Vec::new();
-        for line in BufReader::new(err).split(b'\n') {
-            let Ok(line) = line else { break };
-            eprintln!("[{tag}] vm: {}", String::from_utf8_lossy(&line));
-            all.extend_from_slice(&line);
-            all.push(b'\n');
-        }
-        all
-    });
-    let mut stdout = Vec::new();
-    let _ = child
-        .stdout
-        .take()
-        .expect("tools/vm stdout")
-        .read_to_end(&mut stdout);
-    let status = child.wait().expect("cannot wait for tools/vm");
-    let stderr = forward.join().unwrap_or_default();
-    std::process::Output {
-        status,
-        stdout,
-        stderr,
     }
 }
 
