@@ -180,6 +180,8 @@ pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
     let mut sk = open.load().context("loading the latency tracer")?;
     sk.attach()
         .context("attaching the latency tracer to the sched tracepoints")?;
+    // one line on stderr once wake-ups are traced: a caller can start its load after it
+    eprintln!("scx_sisutil latency: tracing");
 
     let t0 = Instant::now();
     let end = t0 + Duration::from_secs_f64(duration);

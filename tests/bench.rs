@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only
-//! CI check of tools/bench (issue 6): `tools/bench --quick` boots the VM, runs netperf
-//! TCP_RR, hackbench and schbench-lite at two loads under EEVDF, `--preset vanilla` and
+//! CI check of tools/bench: `tools/bench --quick` boots the VM, runs netperf TCP_RR,
+//! hackbench and schbench-lite at two loads under EEVDF, `--preset vanilla` and
 //! `--preset patched` in one boot, checks its own output (tables present, numbers parse, no
-//! configuration failed) and exits non-zero otherwise. Here we also check its files.
+//! configuration failed, every run has its wake-up latency and, under sched_ext, its
+//! select_cpu/enqueue/dispatch BPF statistics) and exits non-zero otherwise. Here we also
+//! check its files.
 //! Needs root, qemu and a sched_ext kernel (tools/setup, tools/kernel): nothing is skipped.
 
 use std::path::PathBuf;
@@ -42,6 +44,8 @@ fn bench_quick_produces_tables_and_csv() {
         "schbench: schbench.latency_90%_us",
         "baseline(std%)",
         "patched%(std%)",
+        "wake-up latency (us)",
+        "LLC scaling select_cpu",
         "==== verdicts ====",
     ] {
         assert!(
@@ -70,6 +74,12 @@ fn bench_quick_produces_tables_and_csv() {
         "load",
         "value",
         "sel_ns_per_call",
+        "enq_ns_per_call",
+        "dsp_ns_per_call",
+        "wake_p50_us",
+        "wake_p99_us",
+        "wake_p999_us",
+        "wake_max_us",
         "scan_per_wakeup",
     ] {
         assert!(header.contains(&col), "runs.csv lacks column {col}");
@@ -81,6 +91,28 @@ fn bench_quick_produces_tables_and_csv() {
         header.iter().position(|c| *c == "config").unwrap(),
         header.iter().position(|c| *c == "value").unwrap(),
     );
+    let col = |name: &str| header.iter().position(|c| *c == name).unwrap();
+    // every run: wake-up latency p50 <= p99 <= p99.9, all > 0 (max is exact, the
+    // quantiles are bucket upper ends: no order against it)
+    for r in &rows {
+        let f: Vec<&str> = r.split(',').collect();
+        let v = |name: &str| f[col(name)].parse::<f64>().unwrap_or(f64::NAN);
+        let (p50, p99, p999, max) = (
+            v("wake_p50_us"),
+            v("wake_p99_us"),
+            v("wake_p999_us"),
+            v("wake_max_us"),
+        );
+        assert!(
+            p50 > 0.0 && p50 <= p99 && p99 <= p999 && max > 0.0,
+            "wake-up latency of run {r}"
+        );
+        if f[ci] != "eevdf" {
+            for k in ["sel_ns_per_call", "enq_ns_per_call", "dsp_ns_per_call"] {
+                assert!(v(k) > 0.0, "{k} of run {r}");
+            }
+        }
+    }
     for cfg in ["eevdf", "vanilla", "patched"] {
         let n = rows
             .iter()
@@ -91,7 +123,11 @@ fn bench_quick_produces_tables_and_csv() {
             .count();
         assert_eq!(n, 6, "{cfg}: expected 6 runs with a positive value");
     }
-    for png in ["scan_per_wakeup.png", "throughput_ratio.png"] {
+    for png in [
+        "scan_per_wakeup.png",
+        "throughput_ratio.png",
+        "wakeup_p99.png",
+    ] {
         let m = std::fs::metadata(out.join(png)).unwrap_or_else(|_| panic!("{png} missing"));
         assert!(m.len() > 1000, "{png} is too small");
     }

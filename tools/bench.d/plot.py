@@ -5,6 +5,8 @@
 scan_per_wakeup.png   CPUs examined per wake-up past target/prev/recent
                       ((domain_scanned+kick_scanned)/search) vs load, per config
 throughput_ratio.png  throughput (or 1/latency, 1/time) relative to the baseline vs load
+wakeup_p99.png        p99 wake-up latency (every task, `scx_sisutil latency`) vs load, per
+                      config, log scale; not drawn when no run recorded it (older raw logs)
 One column of subplots per workload, one row per boot.
 """
 import json
@@ -16,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def grid(data, key, ylabel, title, path, hline=None):
+def grid(data, key, ylabel, title, path, hline=None, logy=False):
     boots = [b for b in data if data[b]["workloads"]]
     wls = sorted({w for b in boots for w in data[b]["workloads"]
                   if data[b]["workloads"][w][key]})
@@ -46,6 +48,8 @@ def grid(data, key, ylabel, title, path, hline=None):
             ax.set_xticks(x)
             ax.set_xticklabels(wd["loads"], rotation=30, fontsize=6, ha="right")
             ax.set_ylabel(ylabel, fontsize=8)
+            if logy:
+                ax.set_yscale("log")
             ax.tick_params(axis="y", labelsize=7)
             ax.grid(alpha=0.3)
     handles, labels = {}, {}
@@ -72,6 +76,10 @@ def main():
     grid(data, "ratio", f"relative to {base} (>1 better)",
          f"throughput ratio vs {base} (latency/time inverted; TCG: ratios only)",
          f"{out}/throughput_ratio.png", hline=1.0)
+    if any(wd.get("wake_p99") for d in data.values() for wd in d["workloads"].values()):
+        grid(data, "wake_p99", "p99 wake-up latency (us)",
+             "p99 wake-up latency, every task (TCG: compare configurations)",
+             f"{out}/wakeup_p99.png", logy=True)
 
 
 if __name__ == "__main__":
