@@ -97,17 +97,22 @@ case "$scen" in
 esac
 info "load $scen started: $hogs hogs on $ncpu CPUs"
 
+# Runnable tasks (/proc/loadavg's nr_running over all CPUs, the sampler included) every 2 s
+# until 5 s before the load's end, at nice -20 like the tracer: a nice-0 sampler can wait
+# minutes for a CPU under nice -20 hogs (under EEVDF it took one sample in 280 s).
+rm -f /tmp/rq.samples
+at_nice -20 sh -c 'e=$(( $(cut -d. -f1 /proc/uptime) + $0 ))
+  while [ "$(cut -d. -f1 /proc/uptime)" -lt "$e" ]; do
+    awk "{ split(\$4, a, \"/\"); print a[1] }" /proc/loadavg >> /tmp/rq.samples; sleep 2
+  done' "$((secs - 5))" &
+rq_pid=$!
+bg "$rq_pid"
+
 # Until the end of the load: the scheduler stays attached (checked every 2 s; a peer's
-# ejection is recorded, and the load goes on under the fair class). Runnable tasks
-# (/proc/loadavg's nr_running over all CPUs, this sampler included) are sampled meanwhile.
+# ejection is recorded, and the load goes on under the fair class).
 end=$(deadline_in "$((secs - 5))")
-rq_sum=0 rq_n=0 rq_min="" rq_max=0
 t_load=$(now)
 while before "$end"; do
-  r=$(awk '{ split($4, a, "/"); print a[1] }' /proc/loadavg)
-  rq_sum=$((rq_sum + r)); rq_n=$((rq_n + 1))
-  [ "$r" -le "$rq_max" ] || rq_max=$r
-  [ -n "$rq_min" ] && [ "$r" -ge "$rq_min" ] || rq_min=$r
   if [ "$sched" = sisutil ]; then
     [ "$(scx_state)" = enabled ] || fail "sched_ext state '$(scx_state)' at $(since) s under load $scen"
     kill -0 "$SCHED_PID" 2>/dev/null || fail "scx_sisutil exited under load $scen"
@@ -118,7 +123,10 @@ while before "$end"; do
   sleep 2
 done
 [ "$sched" != sisutil ] || ok "attached throughout the $scen load"
-rq_mean=$(awk -v s="$rq_sum" -v n="$rq_n" -v c="$ncpu" 'BEGIN { if (n) printf "%.2f", s / n / c; else print "?" }')
+wait "$rq_pid" || true
+read -r rq_n rq_mean rq_min rq_max < <(awk -v c="$ncpu" '
+  { s += $1; n++; if (n == 1 || $1 < lo) lo = $1; if ($1 > hi) hi = $1 }
+  END { if (n) printf "%d %.2f %d %d\n", n, s / n / c, lo, hi; else print "0 ? ? ?" }' /tmp/rq.samples 2>/dev/null || echo "0 ? ? ?")
 info "runnable tasks per CPU during the load: mean $rq_mean over $rq_n samples (min $rq_min, max $rq_max on $ncpu CPUs)"
 
 # The load stops once the tracer's window is over: the tracer then detaches and reads its
@@ -189,7 +197,7 @@ if [ "$sched" != sisutil ]; then
   bad=$({ dmesg | grep -E 'sched_ext:.*disabled' || true; } | { grep -vc '(unregistered from user space)' || true; })
   [ "$bad" -eq 0 ] || ejected=yes
   echo "FAIR_RESULT sched=$sched scen=$scen kernel=$(uname -r) ncpu=$ncpu secs=$secs" \
-    "ejected=$ejected ejected_at_s=${ejected_at:--} abnormal_disables=$bad runnable_per_cpu=$rq_mean" \
+    "ejected=$ejected ejected_at_s=${ejected_at:--} abnormal_disables=$bad runnable_per_cpu=$rq_mean runnable_samples=$rq_n" \
     "runnable_min=$rq_min runnable_max=$rq_max exit=${peer_rc:--}"
   pass
   exit 0
@@ -203,6 +211,6 @@ sched_stop INT
 expect_eq "exit status after SIGINT" "$SCHED_RC" 0
 check_dmesg_clean
 echo "FAIR_RESULT sched=sisutil scen=$scen kernel=$(uname -r) ncpu=$ncpu secs=$secs" \
-  "ejected=no ejected_at_s=- runnable_per_cpu=$rq_mean runnable_min=$rq_min" \
+  "ejected=no ejected_at_s=- runnable_per_cpu=$rq_mean runnable_samples=$rq_n runnable_min=$rq_min" \
   "runnable_max=$rq_max exit=$SCHED_RC"
 pass
