@@ -41,10 +41,11 @@ case "$sched" in
 esac
 ejected=no ejected_at=
 
-# at_nice N CMD...: run CMD at nice N (busybox has renice, not nice).
+# at_nice N CMD...: run CMD at nice N (busybox has renice, not nice; absolute values:
+# busybox renice -n adds to the current nice).
 at_nice() {
   local n=$1; shift
-  sh -c 'renice -n "$0" -p $$ > /dev/null || exit 127; exec "$@"' "$n" "$@"
+  sh -c 'renice "$0" -p $$ > /dev/null || exit 127; exec "$@"' "$n" "$@"
 }
 
 if [ "$sched" = none ]; then
@@ -74,27 +75,32 @@ sleep 2
 
 sleeper() { while [ ! -e /tmp/fair-stop ]; do sleep 0.02; done; }
 rm -f /tmp/fair-stop
+# The launch runs at nice -20 and starts the nice-0 parts at nice 0: a nice-0 launcher can
+# wait minutes between two forks next to the nice -20 hogs it has started (under EEVDF the
+# 16 pinned launches took 129 s, most of the trace's window).
+renice -20 -p $$ > /dev/null
 case "$scen" in
   hogs20)
-    at_nice -20 stress-ng --cpu "$hogs" --timeout "${secs}s" > /dev/null 2>&1 & bg $!
-    at_nice -20 hackbench -g 4 -l 100000000 > /dev/null 2>&1 & bg $!
-    stress-ng --cpu 4 --timeout "${secs}s" > /dev/null 2>&1 & bg $!
-    sleeper & bg $!
+    stress-ng --cpu "$hogs" --timeout "${secs}s" > /dev/null 2>&1 & bg $!
+    hackbench -g 4 -l 100000000 > /dev/null 2>&1 & bg $!
+    at_nice 0 stress-ng --cpu 4 --timeout "${secs}s" > /dev/null 2>&1 & bg $!
+    (renice 0 -p "$BASHPID" > /dev/null; sleeper) & bg $!
     ;;
   bg19)
     at_nice 19 stress-ng --cpu "$hogs" --timeout "${secs}s" > /dev/null 2>&1 & bg $!
-    hackbench -g 2 -l 100000000 > /dev/null 2>&1 & bg $!
-    sleeper & bg $!
+    at_nice 0 hackbench -g 2 -l 100000000 > /dev/null 2>&1 & bg $!
+    (renice 0 -p "$BASHPID" > /dev/null; sleeper) & bg $!
     ;;
   pinned)
     for c in $(seq 0 $((ncpu - 1))); do
-      at_nice -20 taskset -c "$c" stress-ng --cpu 2 --timeout "${secs}s" > /dev/null 2>&1 & bg $!
+      taskset -c "$c" stress-ng --cpu 2 --timeout "${secs}s" > /dev/null 2>&1 & bg $!
     done
-    hackbench -g 2 -l 100000000 > /dev/null 2>&1 & bg $!
-    sleeper & bg $!
+    at_nice 0 hackbench -g 2 -l 100000000 > /dev/null 2>&1 & bg $!
+    (renice 0 -p "$BASHPID" > /dev/null; sleeper) & bg $!
     ;;
   *) fail "unknown scenario $scen" ;;
 esac
+renice 0 -p $$ > /dev/null
 info "load $scen started: $hogs hogs on $ncpu CPUs"
 
 # Runnable tasks (/proc/loadavg's nr_running over all CPUs, the sampler included) every 2 s
