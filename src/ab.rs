@@ -25,7 +25,7 @@ use crate::features;
 
 #[derive(clap::Args, Debug)]
 pub struct AbOpts {
-    /// Side A: a preset name (see --preset), a feature list (SIS_UTIL,NO_SIS_PROP) applied to
+    /// Side A: a preset name (see --preset), a feature list (X,NO_Y) applied to
     /// the features in force when `ab` starts, or both: PRESET,FEATURE,...
     #[arg(long)]
     pub a: String,

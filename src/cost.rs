@@ -454,7 +454,7 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
-fn plot(rows: &[Row], path: &Path) -> Result<()> {
+fn plot(rows: &[Row], path: &std::path::Path) -> Result<()> {
     let title = format!(
         "scx_sisutil placement-cost on {} (kernel {})",
         cpu_model(),

@@ -240,7 +240,7 @@ pub fn describe(word: u64) -> String {
         .collect()
 }
 
-/// The kernel's own format: `SIS_UTIL NO_SIS_PROP ...`
+/// The kernel's own format: `X NO_Y ...`, every feature
 pub fn to_words(word: u64) -> Vec<String> {
     FEATURES
         .iter()

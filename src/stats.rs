@@ -347,18 +347,14 @@ impl Metrics {
             "     mmtests: SIS Search Efficiency {:>7.3} SIS Domain Search Eff {:>7.3}",
             self.mmtests_se_eff, self.mmtests_dom_eff
         )?;
-        writeln!(
-            w,
-            "hits SIS_UTIL {} SIS_PROP {} SIS_CORE {} WA_IDLE_PREV {} WA_WEIGHT {} TTWU_QUEUE_DESCHED {} NEWIDLE_SKIP_IPI {} KICK_SKIP_REDUNDANT {}",
-            self.hit_sis_util,
-            self.hit_sis_prop,
-            self.hit_sis_core,
-            self.hit_wa_idle_prev,
-            self.hit_wa_weight,
-            self.hit_ttwu_queue_desched,
-            self.hit_newidle_skip_ipi,
-            self.hit_kick_skip_redundant
-        )?;
+        // every feature with a hit counter (hit_ + its name), in intf.h's order
+        let mut hits = String::from("hits");
+        for f in crate::features::FEATURES {
+            if let Some(n) = self.counter(&format!("hit_{}", f.name.to_ascii_lowercase())) {
+                hits += &format!(" {} {n}", f.name);
+            }
+        }
+        writeln!(w, "{hits}")?;
         writeln!(
             w,
             "sched enqueue {} direct {} dispatch_llc {} steal {} kick {} (atomic {}) wake_affine {} recent {} smt {}",
@@ -834,6 +830,23 @@ mod tests {
         assert_eq!(d.llcs["0"].search, 15);
         assert_eq!(d.llcs["0"].nr_idle_scan, 1);
         assert_eq!(d.features, "b");
+    }
+
+    /// The monitor's hits line names each feature that has a hit counter, from the tables.
+    #[test]
+    fn hits_line_from_the_tables() {
+        let mut c = [0u64; NR_STATS];
+        c[bi::sis_stat_STAT_HIT_WA_WEIGHT as usize] = 7;
+        let m = Metrics::new(String::new(), &[(c, 4, 0, 0)]);
+        let mut out = vec![];
+        m.format(&mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let line = out.lines().find(|l| l.starts_with("hits ")).unwrap();
+        assert_eq!(
+            line,
+            "hits SIS_UTIL 0 SIS_PROP 0 SIS_CORE 0 WA_IDLE_PREV 0 WA_WEIGHT 7 TTWU_QUEUE_DESCHED 0 \
+             NEWIDLE_SKIP_IPI 0 KICK_SKIP_REDUNDANT 0"
+        );
     }
 
     #[test]

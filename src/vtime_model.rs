@@ -265,6 +265,16 @@ fn bound(nr_tasks: u64, nr_cpus: u64, slice: u64) -> u64 {
     2 * VT_GUARD_NS + nr_tasks.div_ceil(nr_cpus) * slice + slice
 }
 
+/// The longest wait of the tasks `keep` selects (at least one).
+fn worst_wait(tasks: &[Task], keep: impl Fn(&Task) -> bool) -> u64 {
+    tasks
+        .iter()
+        .filter(|t| keep(t))
+        .map(|t| t.max_wait)
+        .max()
+        .unwrap()
+}
+
 /// Every task ran, and none waited longer than `b`.
 fn assert_bounded(tasks: &[Task], b: u64) {
     for (i, t) in tasks.iter().enumerate() {
@@ -285,14 +295,7 @@ fn waits_bounded_under_nice_minus_20_hogs() {
     report("guard", &tasks);
     assert_bounded(&tasks, bound(tasks.len() as u64, 16, 5 * MS));
     // weights still order: the nice -20 hogs wait less than the nice-0 hogs
-    let worst = |w: u64, hog: bool| {
-        tasks
-            .iter()
-            .filter(|t| t.w == w && t.burst.is_none() == hog)
-            .map(|t| t.max_wait)
-            .max()
-            .unwrap()
-    };
+    let worst = |w: u64, hog: bool| worst_wait(&tasks, |t| t.w == w && t.burst.is_none() == hog);
     assert!(worst(NICE_M20, true) < worst(VT_NICE0, true));
 }
 
@@ -301,12 +304,7 @@ fn without_the_guard_nice0_waits_much_longer() {
     let tasks = simulate(hogs20(), 16, 5 * MS, 20_000 * MS, false);
     report("no guard", &tasks);
     let b = bound(tasks.len() as u64, 16, 5 * MS);
-    let nice0 = tasks
-        .iter()
-        .filter(|t| t.w == VT_NICE0)
-        .map(|t| t.max_wait)
-        .max()
-        .unwrap();
+    let nice0 = worst_wait(&tasks, |t| t.w == VT_NICE0);
     assert!(
         nice0 > 2 * b,
         "nice-0 max wait {} ms without the guard, bound {} ms",
@@ -327,12 +325,7 @@ fn waits_bounded_nice19_background() {
     assert_bounded(&tasks, bound(tasks.len() as u64, 16, 5 * MS));
     // the nice-0 sleeper is served well ahead of the nice-19 hogs
     let sleeper = tasks.last().unwrap().max_wait;
-    let hog19 = tasks
-        .iter()
-        .filter(|t| t.w == NICE_19)
-        .map(|t| t.max_wait)
-        .max()
-        .unwrap();
+    let hog19 = worst_wait(&tasks, |t| t.w == NICE_19);
     assert!(
         sleeper < hog19,
         "sleeper {sleeper} ns, nice-19 hogs {hog19} ns"
