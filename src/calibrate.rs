@@ -236,6 +236,11 @@ pub fn lease_held(skel: &BpfSkel<'_>, now: u64) -> bool {
     crate::loader::lookup_u64(&skel.maps.calib_ctl, CTL_LEASE).is_some_and(|until| until > now)
 }
 
+/// Is SIS_FIT on in the feature word `feat` (the loader then writes the fitted depths)?
+pub fn fit_on(feat: u64) -> bool {
+    feat & bi::sis_feature_FEAT_SIS_FIT as u64 != 0
+}
+
 /// SIS_FIT's table: per LLC, each bucket's depth_p95 once it has FIT_MIN_SAMPLES wake-ups
 /// with an idle CPU; 0 for a bucket whose wake-ups (FIT_MIN_SAMPLES or more) almost never
 /// had one (under 5 %): there is nothing to find.
@@ -440,7 +445,7 @@ pub fn calibrate_main(opts: &CalibrateOpts, shutdown: &AtomicBool) -> Result<()>
         let delta: Vec<Rec> = cur.iter().zip(prev.iter()).map(|(c, p)| c.sub(p)).collect();
         prev = cur;
         let feat = features::read_live()?;
-        let small = feat & bi::sis_feature_FEAT_SIS_SMALL_LLC as u64 != 0;
+        let small = crate::sis_util_depth::small_llc_on(feat);
         last_feat = features::to_words(feat).join(" ");
         let report = Report {
             interval_s: opts.interval,
@@ -461,7 +466,7 @@ pub fn calibrate_main(opts: &CalibrateOpts, shutdown: &AtomicBool) -> Result<()>
             .map(|(c, p)| c.sub(p))
             .collect();
         let feat = features::read_live()?;
-        let small = feat & bi::sis_feature_FEAT_SIS_SMALL_LLC as u64 != 0;
+        let small = crate::sis_util_depth::small_llc_on(feat);
         let b = buckets(&total, &weights, pct, small);
         let w = weights.iter().copied().max().unwrap_or(1);
         plot(&b, w, pct, small, &last_feat, path)?;

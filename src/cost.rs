@@ -174,7 +174,7 @@ impl<'obj> CostBpf<'obj> {
     }
 
     /// One LLC of `n` CPUs (pairs of threads with `smt`), `busy_pct` of them busy (a fixed
-    /// shuffle picks which). Returns (idle CPUs, nr_idle_scan without SIS_SMALL_LLC, with).
+    /// shuffle picks which). Returns (idle CPUs, nr_idle_scan without the small-LLC rule, with).
     fn set_case(&mut self, n: u32, smt: bool, busy_pct: u32) -> Result<(u32, u64, u64)> {
         let threads = if smt { 2 } else { 1 };
         let desc = TopoDesc::synthetic(1, (n / threads) as usize, threads as usize, 1);
@@ -323,7 +323,7 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
                     );
                 }
                 let (idle, depth, depth_small) = bpf.set_case(n, opts.smt, busy)?;
-                let small = feat & bi::sis_feature_FEAT_SIS_SMALL_LLC as u64 != 0;
+                let small = crate::sis_util_depth::small_llc_on(*feat);
                 {
                     let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
                     bss.llc_ctxs[0].nr_idle_scan = if small { depth_small } else { depth };

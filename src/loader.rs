@@ -113,7 +113,8 @@ impl UtilUpdate {
     }
 
     /// One sample at `now` (CLOCK_MONOTONIC ns, the clock of bpf_ktime_get_ns()); with
-    /// `fit` (SIS_FIT), each LLC's depth comes from its calibrated curve where it has one.
+    /// `fit` (calibrate::fit_on), each LLC's depth comes from its calibrated curve where it
+    /// has one.
     pub fn update(
         &mut self,
         feat: u64,
@@ -122,7 +123,7 @@ impl UtilUpdate {
         llc_ctxs: &mut [crate::bpf_intf::llc_ctx],
         fit: Option<&[[Option<u64>; crate::calibrate::BUCKETS]]>,
     ) {
-        let small_llc = feat & crate::bpf_intf::sis_feature_FEAT_SIS_SMALL_LLC as u64 != 0;
+        let small_llc = crate::sis_util_depth::small_llc_on(feat);
         let skip_same = feat & crate::bpf_intf::sis_feature_FEAT_KICK_SKIP_REDUNDANT as u64 != 0;
         let period = now.saturating_sub(self.prev_sample);
         let first = self.prev_sample == 0;

@@ -33,7 +33,8 @@ pub struct Scheduler<'a> {
     /// sis_features through its mmap: no bpf() call per interval
     feat_word: Option<FeatureWord>,
     interval: Duration,
-    /// SIS_FIT: per LLC, the fitted depth of each utilization bucket (None: too few samples)
+    /// The fitted depths (calibrate::fit_on): per LLC, each utilization bucket's (None: too
+    /// few samples)
     fit: Vec<[Option<u64>; crate::calibrate::BUCKETS]>,
     last_fit: Option<Instant>,
 }
@@ -171,11 +172,11 @@ impl<'a> Scheduler<'a> {
         );
     }
 
-    /// Depth calibration: recording on while `calibrate` holds its lease or SIS_FIT is on;
-    /// with SIS_FIT, the per-LLC fit from the records, refreshed each second. Returns
-    /// whether SIS_FIT's depths apply.
+    /// Depth calibration: recording on while `calibrate` holds its lease or the fitted depth
+    /// is on (calibrate::fit_on); with it, the per-LLC fit from the records, refreshed each
+    /// second. Returns whether the fitted depths apply.
     fn update_calib(&mut self, feat: u64, now: u64) -> bool {
-        let sis_fit = feat & crate::bpf_intf::sis_feature_FEAT_SIS_FIT as u64 != 0;
+        let sis_fit = crate::calibrate::fit_on(feat);
         let on = sis_fit || crate::calibrate::lease_held(&self.skel, now);
         if let Some(bss) = self.skel.maps.bss_data.as_mut() {
             if (bss.calib_on != 0) != on {

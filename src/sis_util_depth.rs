@@ -85,6 +85,11 @@ pub fn small_llc_depth(nr_scan: u64, llc_weight: u64) -> u64 {
     (nr_scan.saturating_mul(32) / llc_weight).min(llc_weight)
 }
 
+/// Is SIS_SMALL_LLC on in the feature word `feat`?
+pub fn small_llc_on(feat: u64) -> bool {
+    feat & crate::bpf_intf::sis_feature_FEAT_SIS_SMALL_LLC as u64 != 0
+}
+
 /// The depth the scheduler writes: nr_idle_scan(), then small_llc_depth()
 /// when `small_llc`.
 pub fn scan_depth(sum_util: u64, llc_weight: u64, imbalance_pct: u64, small_llc: bool) -> u64 {
