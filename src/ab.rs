@@ -25,7 +25,7 @@ use crate::features;
 
 #[derive(clap::Args, Debug)]
 pub struct AbOpts {
-    /// Side A: a preset name (see --preset), a feature list (SIS_UTIL,NO_SIS_PROP) applied to
+    /// Side A: a preset name (see --preset), a feature list (X,NO_Y) applied to
     /// the features in force when `ab` starts, or both: PRESET,FEATURE,...
     #[arg(long)]
     pub a: String,
@@ -80,7 +80,7 @@ pub fn spec_word(spec: &str, base: u64) -> Result<u64> {
         bail!("empty side '{spec}': give a preset or features");
     }
     let mut word = base;
-    if let Ok(p) = <features::Preset as clap::ValueEnum>::from_str(parts[0], true) {
+    if let Some(p) = features::Preset::by_name(parts[0]) {
         word = features::preset(p);
         parts.remove(0);
     }
@@ -475,12 +475,12 @@ mod tests {
 
     #[test]
     fn specs_and_metric() {
-        let base = features::preset(features::Preset::Patched);
+        let base = features::preset(features::Preset::patched());
         let w = spec_word("NO_SIS_UTIL,SIS_PROP", base).unwrap();
         assert!(!features::is_on(w, "SIS_UTIL") && features::is_on(w, "SIS_PROP"));
         assert_eq!(
             spec_word("vanilla", base).unwrap(),
-            features::preset(features::Preset::Vanilla)
+            features::preset(features::Preset::vanilla())
         );
         let w = spec_word("vanilla,SIS_UTIL", base).unwrap();
         assert!(features::is_on(w, "SIS_UTIL"));

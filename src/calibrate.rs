@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crate::bpf_intf as bi;
 use crate::bpf_skel::BpfSkel;
 use crate::features;
-use crate::util::{scan_depth, sum_util_for_pct, SCHED_CAPACITY_SCALE};
+use crate::sis_util_depth::{scan_depth, sum_util_for_pct, SCHED_CAPACITY_SCALE};
 
 pub const BUCKETS: usize = bi::calib_consts_CALIB_BUCKETS as usize;
 const EXACT: usize = bi::calib_consts_CALIB_EXACT as usize;
@@ -233,17 +233,12 @@ pub fn unpin(skel: &mut BpfSkel<'_>) {
 
 /// Does calibrate still want records (its lease, CLOCK_MONOTONIC ns, not expired)?
 pub fn lease_held(skel: &BpfSkel<'_>, now: u64) -> bool {
-    skel.maps
-        .calib_ctl
-        .lookup(&CTL_LEASE.to_ne_bytes(), MapFlags::ANY)
-        .ok()
-        .flatten()
-        .and_then(|v| {
-            v.get(..8)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_ne_bytes)
-        })
-        .is_some_and(|until| until > now)
+    crate::loader::lookup_u64(&skel.maps.calib_ctl, CTL_LEASE).is_some_and(|until| until > now)
+}
+
+/// Is SIS_FIT on in the feature word `feat` (the loader then writes the fitted depths)?
+pub fn fit_on(feat: u64) -> bool {
+    feat & bi::sis_feature_FEAT_SIS_FIT as u64 != 0
 }
 
 /// SIS_FIT's table: per LLC, each bucket's depth_p95 once it has FIT_MIN_SAMPLES wake-ups
@@ -390,19 +385,11 @@ fn open_pinned(path: &str) -> Result<MapHandle> {
 }
 
 fn ctl_read(ctl: &MapHandle, key: u32) -> u64 {
-    ctl.lookup(&key.to_ne_bytes(), MapFlags::ANY)
-        .ok()
-        .flatten()
-        .and_then(|v| {
-            v.get(..8)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_ne_bytes)
-        })
-        .unwrap_or(0)
+    crate::loader::lookup_u64(ctl, key).unwrap_or(0)
 }
 
 fn renew_lease(ctl: &MapHandle) -> Result<()> {
-    let until = crate::scheduler::monotonic_ns() + LEASE_NS;
+    let until = crate::loader::monotonic_ns() + LEASE_NS;
     ctl.update(
         &CTL_LEASE.to_ne_bytes(),
         &until.to_ne_bytes(),
@@ -458,7 +445,7 @@ pub fn calibrate_main(opts: &CalibrateOpts, shutdown: &AtomicBool) -> Result<()>
         let delta: Vec<Rec> = cur.iter().zip(prev.iter()).map(|(c, p)| c.sub(p)).collect();
         prev = cur;
         let feat = features::read_live()?;
-        let small = feat & bi::sis_feature_FEAT_SIS_SMALL_LLC as u64 != 0;
+        let small = crate::sis_util_depth::small_llc_on(feat);
         last_feat = features::to_words(feat).join(" ");
         let report = Report {
             interval_s: opts.interval,
@@ -479,11 +466,10 @@ pub fn calibrate_main(opts: &CalibrateOpts, shutdown: &AtomicBool) -> Result<()>
             .map(|(c, p)| c.sub(p))
             .collect();
         let feat = features::read_live()?;
-        let small = feat & bi::sis_feature_FEAT_SIS_SMALL_LLC as u64 != 0;
+        let small = crate::sis_util_depth::small_llc_on(feat);
         let b = buckets(&total, &weights, pct, small);
         let w = weights.iter().copied().max().unwrap_or(1);
-        let png = plot_png(&b, w, pct, small, &last_feat);
-        std::fs::write(path, png).with_context(|| format!("writing {}", path.display()))?;
+        plot(&b, w, pct, small, &last_feat, path)?;
         eprintln!("calibrate: plot written to {}", path.display());
     }
     Ok(())
@@ -523,271 +509,60 @@ fn print_table(r: &Report) {
     }
 }
 
-// ---- the plot: a PNG with no dependency (stored deflate blocks, a 3x5 font) ----
+const PLOT_PY: &str = r#"
+import json, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+d = json.load(open(sys.argv[1]))
+fig, ax = plt.subplots(figsize=(7.2, 4.6))
+ax.plot([c[0] for c in d["curve"]], [c[1] for c in d["curve"]], "-", color="tab:blue",
+        linewidth=2, label=d["curve_label"])
+b = [x for x in d["buckets"] if x["wakeups"] > 0]
+p95 = [x for x in b if x["depth_p95"] is not None]
+ax.plot([x["util_pct_lo"] + 5 for x in p95], [x["depth_p95"] for x in p95], "-o",
+        color="tab:red", markersize=4, label="measured depth_p95")
+ax.plot([x["util_pct_lo"] + 5 for x in b], [x["mean_allowed_depth"] for x in b], "--o",
+        color="tab:green", markersize=4, label="mean allowed depth")
+ax.set_xlim(0, 100)
+ax.set_ylim(bottom=0)
+ax.set_xlabel("LLC utilization %")
+ax.set_ylabel("depth (CPUs)")
+ax.grid(True, alpha=0.3)
+ax.legend(fontsize=8)
+ax.set_title(sys.argv[3], fontsize=8)
+fig.tight_layout()
+fig.savefig(sys.argv[2], dpi=100)
+"#;
 
-fn crc32(data: &[u8]) -> u32 {
-    let mut c = 0xffff_ffffu32;
-    for &b in data {
-        c ^= b as u32;
-        for _ in 0..8 {
-            c = if c & 1 != 0 {
-                0xedb8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-        }
-    }
-    !c
-}
-
-fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
-    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    let mut body = kind.to_vec();
-    body.extend_from_slice(data);
-    out.extend_from_slice(&body);
-    out.extend_from_slice(&crc32(&body).to_be_bytes());
-}
-
-/// An RGB image as PNG: zlib with stored (uncompressed) deflate blocks.
-pub fn encode_png(w: u32, h: u32, rgb: &[u8]) -> Vec<u8> {
-    let mut raw = Vec::with_capacity((w * 3 + 1) as usize * h as usize);
-    for y in 0..h as usize {
-        raw.push(0);
-        raw.extend_from_slice(&rgb[y * w as usize * 3..(y + 1) * w as usize * 3]);
-    }
-    let mut z = vec![0x78, 0x01];
-    let blocks: Vec<&[u8]> = raw.chunks(65535).collect();
-    for (i, b) in blocks.iter().enumerate() {
-        z.push((i + 1 == blocks.len()) as u8);
-        z.extend_from_slice(&(b.len() as u16).to_le_bytes());
-        z.extend_from_slice(&(!(b.len() as u16)).to_le_bytes());
-        z.extend_from_slice(b);
-    }
-    let (mut a, mut bb) = (1u32, 0u32);
-    for &x in &raw {
-        a = (a + x as u32) % 65521;
-        bb = (bb + a) % 65521;
-    }
-    z.extend_from_slice(&((bb << 16) | a).to_be_bytes());
-    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
-    let mut ihdr = vec![];
-    ihdr.extend_from_slice(&w.to_be_bytes());
-    ihdr.extend_from_slice(&h.to_be_bytes());
-    ihdr.extend_from_slice(&[8, 2, 0, 0, 0]);
-    chunk(&mut out, b"IHDR", &ihdr);
-    chunk(&mut out, b"IDAT", &z);
-    chunk(&mut out, b"IEND", &[]);
-    out
-}
-
-/// 3x5 glyphs, rows top to bottom, bit 2 = left column.
-fn glyph(c: char) -> [u8; 5] {
-    match c.to_ascii_uppercase() {
-        '0' => [7, 5, 5, 5, 7],
-        '1' => [2, 6, 2, 2, 7],
-        '2' => [7, 1, 7, 4, 7],
-        '3' => [7, 1, 3, 1, 7],
-        '4' => [5, 5, 7, 1, 1],
-        '5' => [7, 4, 7, 1, 7],
-        '6' => [7, 4, 7, 5, 7],
-        '7' => [7, 1, 1, 2, 2],
-        '8' => [7, 5, 7, 5, 7],
-        '9' => [7, 5, 7, 1, 7],
-        'A' => [2, 5, 7, 5, 5],
-        'B' => [6, 5, 6, 5, 6],
-        'C' => [3, 4, 4, 4, 3],
-        'D' => [6, 5, 5, 5, 6],
-        'E' => [7, 4, 6, 4, 7],
-        'F' => [7, 4, 6, 4, 4],
-        'G' => [3, 4, 5, 5, 3],
-        'H' => [5, 5, 7, 5, 5],
-        'I' => [7, 2, 2, 2, 7],
-        'J' => [1, 1, 1, 5, 2],
-        'K' => [5, 5, 6, 5, 5],
-        'L' => [4, 4, 4, 4, 7],
-        'M' => [5, 7, 7, 5, 5],
-        'N' => [6, 5, 5, 5, 5],
-        'O' => [2, 5, 5, 5, 2],
-        'P' => [6, 5, 6, 4, 4],
-        'Q' => [2, 5, 5, 6, 3],
-        'R' => [6, 5, 6, 5, 5],
-        'S' => [3, 4, 2, 1, 6],
-        'T' => [7, 2, 2, 2, 2],
-        'U' => [5, 5, 5, 5, 7],
-        'V' => [5, 5, 5, 5, 2],
-        'W' => [5, 5, 7, 7, 5],
-        'X' => [5, 5, 2, 5, 5],
-        'Y' => [5, 5, 2, 2, 2],
-        'Z' => [7, 1, 2, 4, 7],
-        '%' => [5, 1, 2, 4, 5],
-        '_' => [0, 0, 0, 0, 7],
-        '-' => [0, 0, 7, 0, 0],
-        '.' => [0, 0, 0, 0, 2],
-        ':' => [0, 2, 0, 2, 0],
-        '(' => [1, 2, 2, 2, 1],
-        ')' => [4, 2, 2, 2, 4],
-        '/' => [1, 1, 2, 4, 4],
-        '=' => [0, 7, 0, 7, 0],
-        _ => [0; 5],
-    }
-}
-
-struct Canvas {
-    w: i64,
-    h: i64,
-    px: Vec<u8>,
-}
-
-impl Canvas {
-    fn new(w: i64, h: i64) -> Self {
-        Canvas {
-            w,
-            h,
-            px: vec![255; (w * h * 3) as usize],
-        }
-    }
-    fn set(&mut self, x: i64, y: i64, c: [u8; 3]) {
-        if x >= 0 && y >= 0 && x < self.w && y < self.h {
-            let i = ((y * self.w + x) * 3) as usize;
-            self.px[i..i + 3].copy_from_slice(&c);
-        }
-    }
-    fn dot(&mut self, x: i64, y: i64, r: i64, c: [u8; 3]) {
-        for dy in -r..=r {
-            for dx in -r..=r {
-                self.set(x + dx, y + dy, c);
-            }
-        }
-    }
-    #[allow(clippy::too_many_arguments)]
-    fn line(&mut self, x0: i64, y0: i64, x1: i64, y1: i64, c: [u8; 3], thick: i64, dash: bool) {
-        let n = (x1 - x0).abs().max((y1 - y0).abs()).max(1);
-        for i in 0..=n {
-            if dash && (i / 6) % 2 == 1 {
-                continue;
-            }
-            let x = x0 + (x1 - x0) * i / n;
-            let y = y0 + (y1 - y0) * i / n;
-            self.dot(x, y, thick / 2, c);
-        }
-    }
-    /// Text at (x, y) top-left, glyphs scaled by `s`.
-    fn text(&mut self, x: i64, y: i64, s: i64, t: &str, c: [u8; 3]) {
-        for (k, ch) in t.chars().enumerate() {
-            let g = glyph(ch);
-            for (row, bits) in g.iter().enumerate() {
-                for col in 0..3 {
-                    if bits & (4 >> col) != 0 {
-                        for dy in 0..s {
-                            for dx in 0..s {
-                                self.set(
-                                    x + k as i64 * 4 * s + col * s + dx,
-                                    y + row as i64 * s + dy,
-                                    c,
-                                );
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// depth (CPUs) against utilization: SIS_UTIL's curve for an LLC of `weight`, the measured
-/// depth_p95 and the mean depth the policy allowed, per bucket.
-pub fn plot_png(
+/// `--plot`: depth (CPUs) against utilization: the utilization-based depth curve for an
+/// LLC of `weight` (every 1 %), the measured depth_p95 and the mean depth the policy
+/// allowed, per bucket (matplotlib, as `placement-cost --plot`).
+fn plot(
     b: &[Bucket],
     weight: u64,
     imbalance_pct: u64,
     small_llc: bool,
     features: &str,
-) -> Vec<u8> {
-    let (w, h) = (720i64, 460i64);
-    let (x0, y0, x1, y1) = (70i64, 40i64, 700i64, 380i64);
-    let ymax = b
-        .iter()
-        .filter_map(|b| b.depth_p95)
-        .chain(std::iter::once(weight))
-        .max()
-        .unwrap_or(1)
-        .max(1) as i64;
-    let mut cv = Canvas::new(w, h);
-    let px = |pct: f64| x0 + ((x1 - x0) as f64 * pct / 100.0) as i64;
-    let py = |d: f64| y1 - ((y1 - y0) as f64 * d / ymax as f64) as i64;
-    let (black, grey) = ([0, 0, 0], [210, 210, 210]);
-    let (blue, red, green) = ([30, 80, 200], [210, 40, 40], [30, 150, 60]);
-    for i in 0..=10 {
-        let x = px(i as f64 * 10.0);
-        cv.line(x, y0, x, y1, grey, 1, false);
-        cv.text(x - 6, y1 + 8, 2, &(i * 10).to_string(), black);
-    }
-    let ystep = (ymax / 8).max(1);
-    let mut d = 0;
-    while d <= ymax {
-        let y = py(d as f64);
-        cv.line(x0, y, x1, y, grey, 1, false);
-        cv.text(x0 - 40, y - 5, 2, &d.to_string(), black);
-        d += ystep;
-    }
-    cv.line(x0, y1, x1, y1, black, 2, false);
-    cv.line(x0, y0, x0, y1, black, 2, false);
-    cv.text(x0 + 200, y1 + 30, 2, "LLC UTILIZATION %", black);
-    cv.text(6, 12, 2, "DEPTH (CPUS)", black);
-    // SIS_UTIL: every 1 %
-    let mut last = None;
-    for pct in 0..=100u64 {
-        let d = sis_util_depth(pct, weight, imbalance_pct, small_llc) as f64;
-        let p = (px(pct as f64), py(d));
-        if let Some((lx, ly)) = last {
-            cv.line(lx, ly, p.0, p.1, blue, 3, false);
-        }
-        last = Some(p);
-    }
-    for (series, color, dash) in [(0, red, false), (1, green, true)] {
-        let mut last = None;
-        for bk in b.iter().filter(|bk| bk.wakeups > 0) {
-            let v = if series == 0 {
-                match bk.depth_p95 {
-                    Some(d) => d as f64,
-                    None => continue,
-                }
-            } else {
-                bk.mean_allowed_depth
-            };
-            let p = (px((bk.util_pct_lo + 5) as f64), py(v));
-            cv.dot(p.0, p.1, 4, color);
-            if let Some((lx, ly)) = last {
-                cv.line(lx, ly, p.0, p.1, color, 2, dash);
-            }
-            last = Some(p);
-        }
-    }
-    let lx = x1 - 330;
-    cv.line(lx, y0 + 8, lx + 30, y0 + 8, blue, 3, false);
-    cv.text(
-        lx + 38,
-        y0 + 3,
-        2,
-        &format!("SIS_UTIL NR_IDLE_SCAN (PCT {imbalance_pct})"),
-        black,
-    );
-    cv.line(lx, y0 + 28, lx + 30, y0 + 28, red, 2, false);
-    cv.text(lx + 38, y0 + 23, 2, "MEASURED DEPTH_P95", black);
-    cv.line(lx, y0 + 48, lx + 30, y0 + 48, green, 2, true);
-    cv.text(lx + 38, y0 + 43, 2, "MEAN ALLOWED DEPTH", black);
-    let f: Vec<&str> = features
+    path: &Path,
+) -> Result<()> {
+    let curve: Vec<(u64, u64)> = (0..=100u64)
+        .map(|pct| (pct, sis_util_depth(pct, weight, imbalance_pct, small_llc)))
+        .collect();
+    let data = serde_json::json!({
+        "curve": curve,
+        "curve_label": format!("nr_idle_scan (imbalance_pct {imbalance_pct})"),
+        "buckets": b,
+    });
+    let on: Vec<&str> = features
         .split_whitespace()
         .filter(|w| !w.starts_with("NO_"))
         .collect();
-    cv.text(
-        x0,
-        h - 22,
-        2,
-        &format!("LLC OF {weight} CPUS; ON: {}", f.join(" ")),
-        black,
+    let title = format!(
+        "scx_sisutil calibrate: LLC of {weight} CPUs; on: {}",
+        on.join(" ")
     );
-    encode_png(w as u32, h as u32, &cv.px)
+    crate::plot::matplotlib(PLOT_PY, &data, path, &title)
 }
 
 #[cfg(test)]
@@ -829,14 +604,21 @@ mod tests {
         assert_eq!(fit_depth(t.get(1), 0, 8), None);
     }
 
+    /// `--plot` through matplotlib (python3-matplotlib, which tools/setup installs): a PNG
+    /// from buckets with and without a depth_p95.
     #[test]
-    fn png_is_well_formed() {
-        let png = encode_png(2, 70000 / 6, &vec![7u8; 2 * 3 * (70000 / 6)]);
+    fn plot_writes_a_png() {
+        let mut recs = vec![Rec::default(); BUCKETS];
+        recs[2].wakeups = 100;
+        recs[2].hist[3] = 100;
+        recs[8].wakeups = 50;
+        recs[8].no_idle = 50;
+        let b = buckets(&recs, &[8], 117, false);
+        let path = std::env::temp_dir().join(format!("calib-plot-{}.png", std::process::id()));
+        plot(&b, 8, 117, false, "SIS_UTIL NO_SIS_PROP", &path).unwrap();
+        let png = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-        // IHDR's CRC as any PNG reader checks it
-        let body = &png[12..12 + 4 + 13];
-        let crc = u32::from_be_bytes(png[29..33].try_into().unwrap());
-        assert_eq!(crc32(body), crc);
-        assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
+        assert!(png.len() > 10_000, "{} bytes", png.len());
     }
 }

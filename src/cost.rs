@@ -25,8 +25,8 @@ use std::time::Instant;
 
 use crate::bpf_intf as bi;
 use crate::features::{self, Preset};
+use crate::sis_util_depth::{scan_depth, sum_util_for_pct, DEFAULT_IMBALANCE_PCT};
 use crate::topology::{copy_same_c_type, TopoDesc};
-use crate::util::{scan_depth, sum_util_for_pct, DEFAULT_IMBALANCE_PCT};
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/cost_skel.rs"));
@@ -121,10 +121,10 @@ pub fn parse_policy(spec: &str) -> Result<(String, u64)> {
     let mut parts = spec.split('+');
     let base = parts.next().unwrap_or("").trim();
     let word = match base.to_ascii_lowercase().as_str() {
-        "vanilla" => features::preset(Preset::Vanilla),
-        "patched" => features::preset(Preset::Patched),
+        "vanilla" => features::preset(Preset::vanilla()),
+        "patched" => features::preset(Preset::patched()),
         "unbounded" => features::apply(
-            features::preset(Preset::Patched),
+            features::preset(Preset::patched()),
             &["NO_SIS_UTIL", "NO_SIS_PROP"],
         )?,
         _ => bail!("unknown policy {spec:?}: vanilla, patched or unbounded, optionally +FEATURE or +NO_FEATURE ({})", features::valid_names()),
@@ -140,8 +140,12 @@ pub fn parse_policy(spec: &str) -> Result<(String, u64)> {
 /// vanilla, patched, unbounded, and vanilla + each feature patched turns on that vanilla has off.
 pub fn default_policies() -> Vec<String> {
     let mut v = vec!["vanilla".to_string(), "patched".into(), "unbounded".into()];
+    let (patched, vanilla) = (
+        features::preset(Preset::patched()),
+        features::preset(Preset::vanilla()),
+    );
     for f in features::FEATURES {
-        if f.patched && !f.vanilla {
+        if patched & !vanilla & f.bit != 0 {
             v.push(format!("vanilla+{}", f.name));
         }
     }
@@ -170,7 +174,7 @@ impl<'obj> CostBpf<'obj> {
     }
 
     /// One LLC of `n` CPUs (pairs of threads with `smt`), `busy_pct` of them busy (a fixed
-    /// shuffle picks which). Returns (idle CPUs, nr_idle_scan without SIS_SMALL_LLC, with).
+    /// shuffle picks which). Returns (idle CPUs, nr_idle_scan without the small-LLC rule, with).
     fn set_case(&mut self, n: u32, smt: bool, busy_pct: u32) -> Result<(u32, u64, u64)> {
         let threads = if smt { 2 } else { 1 };
         let desc = TopoDesc::synthetic(1, (n / threads) as usize, threads as usize, 1);
@@ -319,7 +323,7 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
                     );
                 }
                 let (idle, depth, depth_small) = bpf.set_case(n, opts.smt, busy)?;
-                let small = feat & bi::sis_feature_FEAT_SIS_SMALL_LLC as u64 != 0;
+                let small = crate::sis_util_depth::small_llc_on(*feat);
                 {
                     let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
                     bss.llc_ctxs[0].nr_idle_scan = if small { depth_small } else { depth };
@@ -450,31 +454,13 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
-fn plot(rows: &[Row], path: &PathBuf) -> Result<()> {
-    let data = std::env::temp_dir().join(format!("scx_sisutil-cost-{}.json", std::process::id()));
-    std::fs::write(&data, serde_json::to_string(rows)?).context("writing the plot data")?;
+fn plot(rows: &[Row], path: &std::path::Path) -> Result<()> {
     let title = format!(
         "scx_sisutil placement-cost on {} (kernel {})",
         cpu_model(),
         kernel_release()
     );
-    let out = std::process::Command::new("/usr/bin/python3")
-        .arg("-c")
-        .arg(PLOT_PY)
-        .arg(&data)
-        .arg(path)
-        .arg(title)
-        .output();
-    let _ = std::fs::remove_file(&data);
-    let out = out.context("running /usr/bin/python3 for --plot")?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        bail!(
-            "--plot: python3 failed (is matplotlib installed?): {}",
-            err.lines().last().unwrap_or("")
-        );
-    }
-    Ok(())
+    crate::plot::matplotlib(PLOT_PY, rows, path, &title)
 }
 
 fn kernel_release() -> String {
@@ -511,14 +497,14 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
     let llcs: Vec<Vec<usize>> = (0..nr_llcs)
         .map(|l| (l * per..((l + 1) * per).min(n)).collect())
         .collect();
-    let feat = features::preset(Preset::Patched);
+    let feat = features::preset(Preset::patched());
     bpf.skel
         .maps
         .sis_features
         .update(&0u32.to_ne_bytes(), &feat.to_ne_bytes(), MapFlags::ANY)
         .context("setting the feature word")?;
-    let fw = crate::scheduler::FeatureWord::map(&bpf.skel.maps.sis_features)?;
-    let mut up = crate::scheduler::UtilUpdate::new(llcs, n, DEFAULT_IMBALANCE_PCT);
+    let fw = crate::loader::FeatureWord::map(&bpf.skel.maps.sis_features)?;
+    let mut up = crate::loader::UtilUpdate::new(llcs, n, DEFAULT_IMBALANCE_PCT);
     let interval_ns = opts.interval_ms * 1_000_000;
     let intervals = opts.runs.max(1) * 300;
     let mut now = 1_000_000_000u64;
@@ -548,8 +534,8 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
         up.update(
             f,
             now,
-            crate::scheduler::intf_slice(&mut bss.cpu_ctxs),
-            crate::scheduler::intf_slice(&mut bss.llc_ctxs),
+            crate::loader::intf_slice(&mut bss.cpu_ctxs),
+            crate::loader::intf_slice(&mut bss.llc_ctxs),
             None,
         );
         let dt = t.elapsed().as_secs_f64() * 1e6;
@@ -707,7 +693,7 @@ mod tests {
     fn placement_cost_policies_parse() {
         assert_eq!(
             parse_policy("vanilla+SIS_UTIL").unwrap().1,
-            features::preset(Preset::Vanilla) | bi::sis_feature_FEAT_SIS_UTIL as u64
+            features::preset(Preset::vanilla()) | bi::sis_feature_FEAT_SIS_UTIL as u64
         );
         let (_, u) = parse_policy("unbounded").unwrap();
         assert!(!features::is_on(u, "SIS_UTIL") && !features::is_on(u, "SIS_PROP"));
@@ -718,10 +704,8 @@ mod tests {
         let d = default_policies();
         assert_eq!(
             d.len(),
-            3 + features::FEATURES
-                .iter()
-                .filter(|f| f.patched && !f.vanilla)
-                .count()
+            3 + (features::preset(Preset::patched()) & !features::preset(Preset::vanilla()))
+                .count_ones() as usize
         );
     }
 }

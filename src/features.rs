@@ -12,255 +12,156 @@ use crate::bpf_intf;
 pub const PIN_DIR: &str = "/sys/fs/bpf/scx_sisutil";
 pub const PIN_PATH: &str = "/sys/fs/bpf/scx_sisutil/features";
 
+/// A feature, as intf.h's `enum sis_feature` defines it.
 pub struct Feature {
+    /// the kernel's sched_feat spelling
     pub name: &'static str,
     pub bit: u64,
-    /// on in `--preset patched` (the kernel's defaults with every patch applied)
-    pub patched: bool,
-    /// on in `--preset vanilla` (every patch off: the oldest baseline)
-    pub vanilla: bool,
     pub help: &'static str,
 }
 
-pub const FEATURES: &[Feature] = &[
-    Feature {
-        name: "SIS_UTIL",
-        bit: bpf_intf::sis_feature_FEAT_SIS_UTIL as u64,
-        patched: true,
-        vanilla: false,
-        help: "Chen Yu 2022, SIS_UTIL: bound the LLC scan by nr_idle_scan, from the LLC's util sum",
-    },
-    Feature {
-        name: "SIS_PROP",
-        bit: bpf_intf::sis_feature_FEAT_SIS_PROP as u64,
-        patched: false,
-        vanilla: true,
-        help: "6.6 fair.c: legacy scan depth from avg_idle / avg_scan_cost (min 4)",
-    },
-    Feature {
-        name: "SIS_CORE",
-        bit: bpf_intf::sis_feature_FEAT_SIS_CORE as u64,
-        patched: true,
-        vanilla: true,
-        help: "fair.c: has_idle_cores hint, idle-core scan and idle SMT sibling of prev",
-    },
-    Feature {
-        name: "WA_IDLE_PREV",
-        bit: bpf_intf::sis_feature_FEAT_WA_IDLE_PREV as u64,
-        patched: true,
-        vanilla: false,
-        help: "Julia Lawall 2020, check for idle core: wake_affine_idle returns prev when it is idle",
-    },
-    Feature {
-        name: "WA_WEIGHT",
-        bit: bpf_intf::sis_feature_FEAT_WA_WEIGHT as u64,
-        patched: true,
-        vanilla: true,
-        help: "fair.c: wake_affine_weight compares this_cpu's and prev's utilization",
-    },
-    Feature {
-        name: "TTWU_QUEUE_DESCHED",
-        bit: bpf_intf::sis_feature_FEAT_TTWU_QUEUE_DESCHED as u64,
-        patched: true,
-        vanilla: false,
-        help: "Mel Gorman 2020, offload wakee activation: the wakee is still on its CPU when woken (seen at sched_waking) and that CPU, in the waker's LLC, has nothing running: placed there without a search",
-    },
-    Feature {
-        name: "NEWIDLE_SKIP_IPI",
-        bit: bpf_intf::sis_feature_FEAT_NEWIDLE_SKIP_IPI as u64,
-        patched: true,
-        vanilla: false,
-        help: "K Prateek Nayak 2024, skip newidle_balance() on IPI: an idle CPU woken without being asked to take work does not steal from other LLCs (its own LLC queue is still served; the kernel skips the whole newidle balance)",
-    },
-    Feature {
-        name: "KICK_SKIP_REDUNDANT",
-        bit: bpf_intf::sis_feature_FEAT_KICK_SKIP_REDUNDANT as u64,
-        patched: true,
-        vanilla: false,
-        help: "Tim Chen 2024, skip unnecessary ILB flag updates: read shared flags before writing them; kick targets wrap from this_cpu+1",
-    },
-    Feature {
-        name: "SIS_SMALL_LLC",
-        bit: bpf_intf::sis_feature_FEAT_SIS_SMALL_LLC as u64,
-        patched: false,
-        vanilla: false,
-        help: "SIS_UTIL review (K Prateek Nayak): for LLCs of <= 16 CPUs, depth * 32 / llc_weight",
-    },
-    Feature {
-        name: "SIS_FIT",
-        bit: bpf_intf::sis_feature_FEAT_SIS_FIT as u64,
-        patched: false,
-        vanilla: false,
-        help: "with SIS_UTIL: each LLC's depth is the measured depth_p95 of its utilization (calibrate)",
-    },
-];
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Preset {
-    /// every patch on: SIS_UTIL, WA_IDLE_PREV, TTWU_QUEUE_DESCHED, NEWIDLE_SKIP_IPI, KICK_SKIP_REDUNDANT (+ SIS_CORE, WA_WEIGHT)
-    Patched,
-    /// the oldest baseline, every patch off: SIS_PROP, SIS_CORE, WA_WEIGHT (a v5.7 kernel)
-    Vanilla,
-    /// v5.7, before "sched/core: Offload wakee task activation if the wakee is descheduling" (= vanilla)
-    TtwuQueueDeschedBase,
-    /// v5.7 + TTWU_QUEUE_DESCHED
-    TtwuQueueDesched,
-    /// v5.9, before "sched/fair: check for idle core": SIS_PROP, TTWU_QUEUE_DESCHED
-    WaIdlePrevBase,
-    /// v5.9 + WA_IDLE_PREV
-    WaIdlePrev,
-    /// v5.19-rc1, before "sched/fair: Introduce SIS_UTIL ...": SIS_PROP, TTWU_QUEUE_DESCHED, WA_IDLE_PREV
-    SisUtilBase,
-    /// v5.19-rc1 + SIS_UTIL, SIS_PROP off (as the merged commit set them)
-    SisUtil,
-    /// tip of 2024-01 (v6.8-rc), before "sched/fair: Skip newidle_balance() when an idle CPU is woken up to process an IPI": SIS_UTIL, TTWU_QUEUE_DESCHED, WA_IDLE_PREV
-    NewidleSkipIpiBase,
-    /// v6.8-rc + NEWIDLE_SKIP_IPI
-    NewidleSkipIpi,
-    /// v6.8, before "sched/balance: Skip unnecessary updates to idle load balancer's flags": SIS_UTIL, TTWU_QUEUE_DESCHED, WA_IDLE_PREV
-    KickSkipRedundantBase,
-    /// v6.8 + KICK_SKIP_REDUNDANT
-    KickSkipRedundant,
+/// A preset, as intf.h's `enum sis_preset` defines it.
+pub struct PresetDef {
+    /// the `--preset` value
+    pub name: &'static str,
+    pub word: u64,
+    /// intf.h's description: for an `X-base` preset, "KERNEL | PATCH"
+    pub desc: &'static str,
 }
 
-/// One kernel patch against the kernel it was measured on: `base` is that kernel's
-/// feature set, the patched side is `base` + `feature` - `replaces`, so the two differ by
-/// that patch alone. Chronology: each base holds the patches merged before it (the
-/// newidle IPI patch was posted in 2024-01 but not merged in that form, so the 2024-06
-/// kick patch's v6.8 base does not have it).
-pub struct SeedPair {
+/// A preset: an index into PRESETS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preset(pub usize);
+
+// FEATURES, PRESETS, PRESET_VALUES
+include!(concat!(env!("OUT_DIR"), "/sis_tables.rs"));
+
+impl Preset {
+    pub fn def(self) -> &'static PresetDef {
+        &PRESETS[self.0]
+    }
+    pub fn name(self) -> &'static str {
+        self.def().name
+    }
+    /// The preset of this `--preset` name (case-insensitive).
+    pub fn by_name(name: &str) -> Option<Preset> {
+        PRESETS
+            .iter()
+            .position(|p| p.name.eq_ignore_ascii_case(name))
+            .map(Preset)
+    }
+    /// `--preset patched`: every patch on, the default.
+    pub fn patched() -> Preset {
+        Self::by_name("patched").expect("intf.h defines PRESET_PATCHED")
+    }
+    /// `--preset vanilla`: every patch off, the oldest baseline.
+    pub fn vanilla() -> Preset {
+        Self::by_name("vanilla").expect("intf.h defines PRESET_VANILLA")
+    }
+    /// What the preset stands for, one line.
+    pub fn meaning(self) -> String {
+        match PatchPair::of(self) {
+            Some(s) if s.base == self => format!("{}, before {}", s.kernel, s.patch),
+            Some(s) => format!("{} + {} ({})", s.kernel, s.feature.name, s.patch),
+            None => self.def().desc.to_string(),
+        }
+    }
+}
+
+impl clap::ValueEnum for Preset {
+    fn value_variants<'a>() -> &'a [Self] {
+        PRESET_VALUES
+    }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        let on = names_on(self.def().word).join(", ");
+        let help = match PatchPair::of(*self) {
+            Some(s) if s.base == *self => {
+                format!("{}, before {}; on: {on}", s.kernel, s.feature.name)
+            }
+            Some(s) => format!("{} + {}", s.base.name(), s.feature.name),
+            None => format!("{}; on: {on}", self.def().desc),
+        };
+        Some(clap::builder::PossibleValue::new(self.name()).help(help))
+    }
+}
+
+/// One kernel patch against the kernel it was measured on (intf.h's PRESET_X_BASE and
+/// PRESET_X): `base` is that kernel's feature set, `patched` is `base` + the feature -
+/// what the patch turned off, so the two differ by that patch alone.
+pub struct PatchPair {
     /// the feature the patch becomes
-    pub feature: &'static str,
+    pub feature: &'static Feature,
     /// author, title and date of the patch
     pub patch: &'static str,
     /// the kernel the patch's own numbers were measured on
     pub kernel: &'static str,
-    /// features on in that kernel (SIS_CORE and WA_WEIGHT: the kernel's defaults throughout)
-    pub base: &'static [&'static str],
-    /// features the patch turned off
-    pub replaces: &'static [&'static str],
-    pub base_preset: Preset,
-    pub preset: Preset,
+    pub base: Preset,
+    pub patched: Preset,
 }
 
-pub const SEED_PAIRS: &[SeedPair] = &[
-    SeedPair {
-        feature: "TTWU_QUEUE_DESCHED",
-        patch: "Mel Gorman, \"sched/core: Offload wakee task activation if the wakee is descheduling\" (2020-05, commit 2ebb17717550)",
-        kernel: "v5.7-rc6",
-        base: &["SIS_PROP", "SIS_CORE", "WA_WEIGHT"],
-        replaces: &[],
-        base_preset: Preset::TtwuQueueDeschedBase,
-        preset: Preset::TtwuQueueDesched,
-    },
-    SeedPair {
-        feature: "WA_IDLE_PREV",
-        patch: "Julia Lawall, \"sched/fair: check for idle core\" (2020-10)",
-        kernel: "v5.9",
-        base: &["SIS_PROP", "SIS_CORE", "WA_WEIGHT", "TTWU_QUEUE_DESCHED"],
-        replaces: &[],
-        base_preset: Preset::WaIdlePrevBase,
-        preset: Preset::WaIdlePrev,
-    },
-    SeedPair {
-        feature: "SIS_UTIL",
-        patch: "Chen Yu, \"sched/fair: Introduce SIS_UTIL to search idle CPU based on sum of util_avg\" (2022-06)",
-        kernel: "v5.19-rc1",
-        base: &["SIS_PROP", "SIS_CORE", "WA_WEIGHT", "TTWU_QUEUE_DESCHED", "WA_IDLE_PREV"],
-        replaces: &["SIS_PROP"],
-        base_preset: Preset::SisUtilBase,
-        preset: Preset::SisUtil,
-    },
-    SeedPair {
-        feature: "NEWIDLE_SKIP_IPI",
-        patch: "K Prateek Nayak, \"sched/fair: Skip newidle_balance() when an idle CPU is woken up to process an IPI\" (2024-01)",
-        kernel: "tip:sched/core sched-core-2024-01-08 (v6.8-rc; SIS_PROP removed in v6.7)",
-        base: &["SIS_UTIL", "SIS_CORE", "WA_WEIGHT", "TTWU_QUEUE_DESCHED", "WA_IDLE_PREV"],
-        replaces: &[],
-        base_preset: Preset::NewidleSkipIpiBase,
-        preset: Preset::NewidleSkipIpi,
-    },
-    SeedPair {
-        feature: "KICK_SKIP_REDUNDANT",
-        patch: "Tim Chen / Chen Yu, \"sched/balance: Skip unnecessary updates to idle load balancer's flags\" (2024-06)",
-        kernel: "v6.8",
-        base: &["SIS_UTIL", "SIS_CORE", "WA_WEIGHT", "TTWU_QUEUE_DESCHED", "WA_IDLE_PREV"],
-        replaces: &[],
-        base_preset: Preset::KickSkipRedundantBase,
-        preset: Preset::KickSkipRedundant,
-    },
-];
-
-fn word_of(names: &[&str]) -> u64 {
-    names.iter().fold(0, |w, n| {
-        w | FEATURES.iter().find(|f| f.name == *n).map_or(0, |f| f.bit)
-    })
-}
-
-impl SeedPair {
-    pub fn base_word(&self) -> u64 {
-        word_of(self.base)
+impl PatchPair {
+    /// Every pair, in intf.h's order: each `X-base` preset with preset `X` and feature X.
+    pub fn all() -> Vec<PatchPair> {
+        (0..PRESETS.len())
+            .filter_map(|i| {
+                let base = Preset(i);
+                let x = base.name().strip_suffix("-base")?;
+                let patched = Preset::by_name(x).expect("intf.h: PRESET_X_BASE without PRESET_X");
+                let fname = x.to_ascii_uppercase().replace('-', "_");
+                let feature = FEATURES
+                    .iter()
+                    .find(|f| f.name == fname)
+                    .expect("intf.h: PRESET_X_BASE without FEAT_X");
+                let (kernel, patch) = base
+                    .def()
+                    .desc
+                    .split_once(" | ")
+                    .expect("intf.h: a PRESET_X_BASE's description is \"KERNEL | PATCH\"");
+                Some(PatchPair {
+                    feature,
+                    patch,
+                    kernel,
+                    base,
+                    patched,
+                })
+            })
+            .collect()
     }
-    pub fn patched_word(&self) -> u64 {
-        (self.base_word() | word_of(&[self.feature])) & !word_of(self.replaces)
+    /// The pair a preset belongs to.
+    pub fn of(p: Preset) -> Option<PatchPair> {
+        Self::all()
+            .into_iter()
+            .find(|s| s.base == p || s.patched == p)
+    }
+    /// The features the patch turned off.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn replaces(&self) -> u64 {
+        preset(self.base) & !preset(self.patched)
     }
 }
 
 pub fn preset(p: Preset) -> u64 {
-    let flag =
-        |on: fn(&Feature) -> bool| FEATURES.iter().filter(|f| on(f)).fold(0, |w, f| w | f.bit);
-    match p {
-        Preset::Patched => flag(|f| f.patched),
-        Preset::Vanilla => flag(|f| f.vanilla),
-        _ => SEED_PAIRS
-            .iter()
-            .find_map(|s| {
-                if s.base_preset == p {
-                    Some(s.base_word())
-                } else if s.preset == p {
-                    Some(s.patched_word())
-                } else {
-                    None
-                }
-            })
-            .expect("every preset is vanilla, patched or in SEED_PAIRS"),
-    }
+    p.def().word
+}
+
+/// The names of the features on in `word`.
+pub fn names_on(word: u64) -> Vec<&'static str> {
+    FEATURES
+        .iter()
+        .filter(|f| word & f.bit != 0)
+        .map(|f| f.name)
+        .collect()
 }
 
 /// `scx_sisutil presets [--json]`: every preset, its features and what it stands for.
 pub fn presets_main(json: bool) -> Result<()> {
-    use clap::ValueEnum;
-    let name = |p: Preset| {
-        p.to_possible_value()
-            .map(|v| v.get_name().to_string())
-            .unwrap_or_default()
-    };
-    let on = |w: u64| {
-        FEATURES
-            .iter()
-            .filter(|f| w & f.bit != 0)
-            .map(|f| f.name)
-            .collect::<Vec<_>>()
-    };
     let mut rows = vec![];
-    for p in Preset::value_variants() {
-        let pair = SEED_PAIRS
-            .iter()
-            .find(|s| s.base_preset == *p || s.preset == *p);
-        let meaning = match (p, pair) {
-            (Preset::Patched, _) => "every patch on (the default)".to_string(),
-            (Preset::Vanilla, _) => "every patch off: the oldest baseline".to_string(),
-            (_, Some(s)) if s.base_preset == *p => {
-                format!("{}, before {}", s.kernel, s.patch)
-            }
-            (_, Some(s)) => format!("{} + {} ({})", s.kernel, s.feature, s.patch),
-            (_, None) => String::new(),
-        };
-        let pair_json = pair.map(|s| {
-            serde_json::json!({"feature": s.feature, "base": name(s.base_preset),
-                               "patched": name(s.preset), "kernel": s.kernel, "patch": s.patch})
+    for p in PRESET_VALUES {
+        let pair_json = PatchPair::of(*p).map(|s| {
+            serde_json::json!({"feature": s.feature.name, "base": s.base.name(),
+                               "patched": s.patched.name(), "kernel": s.kernel, "patch": s.patch})
         });
-        rows.push((name(*p), on(preset(*p)), meaning, pair_json));
+        rows.push((p.name(), names_on(preset(*p)), p.meaning(), pair_json));
     }
     // writeln!, not println!: a closed pipe (`| head`) is an error line, not a panic
     use std::io::Write;
@@ -339,7 +240,7 @@ pub fn describe(word: u64) -> String {
         .collect()
 }
 
-/// The kernel's own format: `SIS_UTIL NO_SIS_PROP ...`
+/// The kernel's own format: `X NO_Y ...`, every feature
 pub fn to_words(word: u64) -> Vec<String> {
     FEATURES
         .iter()
@@ -468,10 +369,48 @@ pub fn check_running() -> Result<()> {
     Ok(())
 }
 
-/// `scx_sisutil features [NAMES...]`
-pub fn features_main(names: &[String]) -> Result<()> {
+/// `features --json`: every feature (name, bit, help, the presets it is on in), without a
+/// running scheduler; with one (and root), also its state there ("on").
+fn features_json() -> Result<()> {
+    let live = read_live().ok().filter(|_| check_running().is_ok());
+    let v: Vec<_> = FEATURES
+        .iter()
+        .map(|f| {
+            let mut o = serde_json::json!({
+                "name": f.name,
+                "bit": f.bit,
+                "help": f.help,
+                "presets": PRESET_VALUES
+                    .iter()
+                    .filter(|p| preset(**p) & f.bit != 0)
+                    .map(|p| p.name())
+                    .collect::<Vec<_>>(),
+            });
+            if let Some(w) = live {
+                o["on"] = serde_json::json!(w & f.bit != 0);
+            }
+            o
+        })
+        .collect();
+    use std::io::Write;
+    writeln!(
+        std::io::stdout().lock(),
+        "{}",
+        serde_json::to_string_pretty(&v)?
+    )?;
+    Ok(())
+}
+
+/// `scx_sisutil features [--json] [NAMES...]`
+pub fn features_main(names: &[String], json: bool) -> Result<()> {
     // names first: a typo gets its own line even without a running scheduler
     apply(0, names)?;
+    if json {
+        if !names.is_empty() {
+            bail!("--json lists the features; it does not switch them");
+        }
+        return features_json();
+    }
     let cur = read_live()?;
     check_running()?;
     if names.is_empty() {
@@ -501,7 +440,7 @@ mod tests {
 
     #[test]
     fn presets_patched_and_vanilla() {
-        let p = preset(Preset::Patched);
+        let p = preset(Preset::patched());
         for n in [
             "SIS_UTIL",
             "SIS_CORE",
@@ -515,7 +454,7 @@ mod tests {
         for n in ["SIS_PROP", "SIS_SMALL_LLC"] {
             assert!(!is_on(p, n), "{n} off in patched");
         }
-        let v = preset(Preset::Vanilla);
+        let v = preset(Preset::vanilla());
         assert!(is_on(v, "SIS_PROP") && is_on(v, "SIS_CORE"));
         for n in [
             "SIS_UTIL",
@@ -528,27 +467,32 @@ mod tests {
         }
     }
 
+    fn named(n: &str) -> Preset {
+        Preset::by_name(n).unwrap_or_else(|| panic!("no preset {n}"))
+    }
+
     #[test]
     fn each_pair_differs_by_its_patch_alone() {
-        use clap::ValueEnum;
         let bit = |n: &str| FEATURES.iter().find(|f| f.name == n).unwrap().bit;
-        for s in SEED_PAIRS {
-            for n in s.base.iter().chain(s.replaces).chain([&s.feature]) {
-                assert!(FEATURES.iter().any(|f| f.name == *n), "{n} is no feature");
-            }
-            let (b, p) = (preset(s.base_preset), preset(s.preset));
-            assert_eq!(b, s.base_word());
-            assert_eq!(b & bit(s.feature), 0, "{}: base has the patch", s.feature);
-            let mut want = bit(s.feature);
-            for r in s.replaces {
-                want |= bit(r);
-            }
+        let pairs = PatchPair::all();
+        assert_eq!(pairs.len(), 5, "one pair per kernel patch");
+        // every preset is patched, vanilla or one side of a pair
+        assert_eq!(PRESETS.len(), 2 + 2 * pairs.len());
+        for s in &pairs {
+            let (b, p) = (preset(s.base), preset(s.patched));
+            assert_eq!(
+                b & s.feature.bit,
+                0,
+                "{}: base has the patch",
+                s.feature.name
+            );
             assert_eq!(
                 b ^ p,
-                want,
+                s.feature.bit | s.replaces(),
                 "{}: the pair differs by more than the patch",
-                s.feature
+                s.feature.name
             );
+            assert_eq!(p & s.replaces(), 0);
             // the kernel defaults are on on both sides, SIS_SMALL_LLC (a thread's idea) off
             assert!(is_on(b, "SIS_CORE") && is_on(b, "WA_WEIGHT") && !is_on(b, "SIS_SMALL_LLC"));
             // exactly one scan depth on each side
@@ -556,45 +500,97 @@ mod tests {
                 assert!(
                     is_on(w, "SIS_PROP") != is_on(w, "SIS_UTIL"),
                     "{}: depth",
-                    s.feature
+                    s.feature.name
                 );
             }
+            assert!(
+                !s.kernel.is_empty() && s.patch.contains('"'),
+                "{}",
+                s.base.name()
+            );
         }
         // chronology: each base holds every patch merged before it
         let order = ["TTWU_QUEUE_DESCHED", "WA_IDLE_PREV", "SIS_UTIL"];
-        for (i, s) in SEED_PAIRS.iter().enumerate().take(3) {
-            assert_eq!(s.feature, order[i]);
+        for (i, s) in pairs.iter().enumerate().take(3) {
+            assert_eq!(s.feature.name, order[i]);
             for earlier in &order[..i] {
                 assert!(
-                    is_on(s.base_word(), earlier),
+                    is_on(preset(s.base), earlier),
                     "{} base lacks {earlier}",
-                    s.feature
+                    s.feature.name
                 );
             }
         }
         // SIS_UTIL's own numbers: v5.19-rc1 already had the 2020 patches
         assert_eq!(
-            preset(Preset::SisUtilBase) ^ preset(Preset::SisUtil),
+            preset(named("sis-util-base")) ^ preset(named("sis-util")),
             bit("SIS_UTIL") | bit("SIS_PROP")
         );
         assert_eq!(
-            preset(Preset::TtwuQueueDeschedBase),
-            preset(Preset::Vanilla)
+            preset(named("ttwu-queue-desched-base")),
+            preset(Preset::vanilla())
         );
         // patched = the newest base + the two 2024 patches
         assert_eq!(
-            preset(Preset::Patched),
-            preset(Preset::KickSkipRedundantBase)
+            preset(Preset::patched()),
+            preset(named("kick-skip-redundant-base"))
                 | bit("NEWIDLE_SKIP_IPI")
                 | bit("KICK_SKIP_REDUNDANT")
         );
-        // every preset resolves, and its CLI name is the kebab-case of the pair
-        for p in Preset::value_variants() {
-            let _ = preset(*p);
+        // the CLI names, in intf.h's order, patched (the default) first
+        let names: Vec<_> = PRESET_VALUES.iter().map(|p| p.name()).collect();
+        assert_eq!(
+            &names[..4],
+            [
+                "patched",
+                "vanilla",
+                "ttwu-queue-desched-base",
+                "ttwu-queue-desched"
+            ]
+        );
+        use clap::ValueEnum;
+        assert_eq!(
+            Preset::from_str("Sis-Util-Base", true).unwrap(),
+            named("sis-util-base")
+        );
+        assert_eq!(
+            named("sis-util").meaning(),
+            "v5.19-rc1 + SIS_UTIL (Chen Yu, \"sched/fair: Introduce SIS_UTIL to search idle CPU \
+             based on sum of util_avg\" (2022-06))"
+        );
+    }
+
+    /// build.rs's reading of intf.h: every feature, its bit and its help line.
+    #[test]
+    fn tables_derived_from_intf_h() {
+        let names: Vec<_> = FEATURES.iter().map(|f| f.name).collect();
+        assert_eq!(
+            names.len(),
+            (bpf_intf::sis_feature_FEAT_ALL as u64).count_ones() as usize
+        );
+        let mut all = 0;
+        for f in FEATURES {
+            assert_eq!(f.bit.count_ones(), 1, "{}", f.name);
+            assert!(!f.help.is_empty() && !f.help.contains("*/") && !f.help.contains("  "));
+            all |= f.bit;
         }
-        let name = |p: Preset| p.to_possible_value().unwrap().get_name().to_string();
-        assert_eq!(name(Preset::SisUtilBase), "sis-util-base");
-        assert_eq!(name(Preset::KickSkipRedundant), "kick-skip-redundant");
+        assert_eq!(all, bpf_intf::sis_feature_FEAT_ALL as u64);
+        // `features` lists them in intf.h's order, which is not the bits' order
+        assert_eq!(
+            &names[3..6],
+            ["WA_IDLE_PREV", "WA_WEIGHT", "TTWU_QUEUE_DESCHED"]
+        );
+        assert_eq!(FEATURES[4].bit, 1 << 8);
+        // a description continued over three comment lines, joined
+        let t = FEATURES[5].help;
+        assert!(
+            t.starts_with("Mel Gorman 2020, offload wakee activation: the wakee is still"),
+            "{t}"
+        );
+        assert!(
+            t.ends_with("has nothing running: placed there without a search"),
+            "{t}"
+        );
     }
 
     #[test]
@@ -611,7 +607,7 @@ mod tests {
             e.contains("unknown feature 'BOGUS'") && e.contains("SIS_UTIL"),
             "{e}"
         );
-        assert_eq!(to_words(preset(Preset::Patched)).len(), FEATURES.len());
+        assert_eq!(to_words(preset(Preset::patched())).len(), FEATURES.len());
     }
 
     #[test]

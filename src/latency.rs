@@ -86,13 +86,7 @@ pub struct LatencyOpts {
 }
 
 fn parse_duration(s: &str) -> std::result::Result<f64, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    if !(0.1..=86400.0).contains(&v) {
-        return Err(format!("duration must be 0.1..=86400 seconds, got {v}"));
-    }
-    Ok(v)
+    crate::stats::parse_secs(s, "duration", 0.1, 86400.0)
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -190,7 +184,7 @@ pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
             Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())),
         );
     }
-    let now = crate::scheduler::monotonic_ns();
+    let now = crate::loader::monotonic_ns();
     let elapsed = t0.elapsed().as_secs_f64();
     // detach first: the maps stop changing while they are read (under load, reading takes
     // a while and the pending map would fill with wake-ups from after `now`)
@@ -220,10 +214,7 @@ pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
             .unwrap_or_default();
         let (mut sum, mut max) = (0u64, 0u64);
         for v in vals {
-            let w: Vec<u64> = v
-                .chunks_exact(8)
-                .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or_default()))
-                .collect();
+            let w = crate::loader::u64_words(&v);
             if w.len() < NR_BUCKETS + 4 {
                 bail!("latency histogram of unexpected size {}", v.len());
             }

@@ -11,14 +11,16 @@ mod calibrate;
 mod cost;
 mod features;
 mod latency;
+mod loader;
+mod plot;
 mod scheduler;
 #[cfg(test)]
 mod sis_model;
 #[cfg(test)]
 mod sis_test;
+mod sis_util_depth;
 mod stats;
 mod topology;
-mod util;
 #[cfg(test)]
 mod vtime_model;
 
@@ -31,26 +33,41 @@ use std::sync::Arc;
 
 use features::Preset;
 
-const AFTER_HELP: &str = "\
-Features (kernel sched_feat names; NO_X turns X off):
-  SIS_UTIL, SIS_PROP, SIS_CORE, WA_IDLE_PREV, WA_WEIGHT, TTWU_QUEUE_DESCHED,
-  NEWIDLE_SKIP_IPI, KICK_SKIP_REDUNDANT, SIS_SMALL_LLC, SIS_FIT
-  `scx_sisutil features` lists them with their state on the running scheduler.
+/// `--help`'s epilogue: the features from intf.h's table, then examples.
+fn after_help() -> String {
+    let names: Vec<_> = features::FEATURES.iter().map(|f| f.name).collect();
+    let mut list = String::new();
+    let mut line = String::from(" ");
+    for n in names {
+        if line.len() + n.len() + 2 > 80 {
+            list += &line;
+            list += "\n";
+            line = String::from(" ");
+        }
+        line += &format!(" {n},");
+    }
+    list += line.trim_end_matches(',');
+    format!(
+        "Features (kernel sched_feat names; NO_X turns X off):\n{list}\n  \
+         `scx_sisutil features` lists them with their state on the running scheduler.\n\n{EXAMPLES}"
+    )
+}
 
+const EXAMPLES: &str = "\
 Examples:
   sudo scx_sisutil                              run with --preset patched
-  sudo scx_sisutil --preset vanilla --stats 1   every patch off (SIS_PROP depth), stats each second
-  sudo scx_sisutil --preset sis-util-base       SIS_UTIL's own baseline (v5.19-rc1)
-  sudo scx_sisutil --preset sis-util            ... with SIS_UTIL: the two differ by it alone
+  sudo scx_sisutil --preset vanilla --stats 1   every patch off, stats each second
+  sudo scx_sisutil --preset sis-util-base       a kernel patch's own baseline (v5.19-rc1)
+  sudo scx_sisutil --preset sis-util            ... with the patch: the two differ by it alone
   scx_sisutil presets                           every preset, its features and its kernel
-  sudo scx_sisutil features NO_SIS_UTIL SIS_PROP switch live, no reload
+  sudo scx_sisutil features NO_X Y              switch features X off and Y on live, no reload
   sudo scx_sisutil monitor --json --count 5     SIS statistics of the running scheduler
-  scx_sisutil scan-table --llc-weight 112       SIS_UTIL's depth per utilization (its commit's table)
+  scx_sisutil scan-table --llc-weight 112       the scan depth per utilization (its commit's table)
   sudo scx_sisutil latency --duration 30        wake-up latency per nice level, any scheduler
   tools/vm -- 'scx_sisutil & sleep 5; scx_sisutil monitor --count 1'   on a host without sched_ext";
 
 #[derive(Parser, Debug)]
-#[command(name = "scx_sisutil", about, after_help = AFTER_HELP, args_conflicts_with_subcommands = true,
+#[command(name = "scx_sisutil", about, after_help = after_help(), args_conflicts_with_subcommands = true,
           disable_version_flag = true)]
 pub struct Cli {
     #[command(subcommand)]
@@ -65,20 +82,25 @@ enum Cmd {
     Run(RunOpts),
     /// Print the running scheduler's SIS statistics every interval
     Monitor(stats::MonitorOpts),
-    /// List the running scheduler's features, or switch them: `features NO_SIS_UTIL SIS_PROP`
+    /// List the running scheduler's features, or switch them: `features NO_X Y`
     Features {
         /// X turns X on, NO_X off; comma or space separated
         names: Vec<String>,
+        /// Every feature's name, bit, help and presets as JSON (no scheduler needed; with a
+        /// running one, also its state there)
+        #[arg(long)]
+        json: bool,
     },
     /// A/B two feature sets on the running scheduler: run CMD round after round, switching
     /// live between rounds in ABBA order; medians, difference with a 95 % interval, verdict
     Ab(ab::AbOpts),
     /// Measure the LLC scan on the running scheduler: per utilization bucket, the depth the
     /// policy allowed against the distance to the nearest idle CPU (found, missed, wasted,
-    /// depth_p95), optionally plotted against SIS_UTIL's depth curve
+    /// depth_p95), optionally plotted against the policy's depth curve
     Calibrate(calibrate::CalibrateOpts),
-    /// Print SIS_UTIL's scan depth for each utilization (the table of \"sched/fair: Introduce SIS_UTIL to search idle CPU based on sum of util_avg\")
-    ScanTable(util::ScanTableOpts),
+    /// Print the utilization-based scan depth for each utilization (the table of
+    /// \"sched/fair: Introduce SIS_UTIL to search idle CPU based on sum of util_avg\")
+    ScanTable(sis_util_depth::ScanTableOpts),
     /// Wake-up latency (runnable -> running) per nice level under any scheduler (BPF tracer)
     Latency(latency::LatencyOpts),
     /// What one wake-up placement costs on this CPU per policy, LLC size and load (the
@@ -97,9 +119,9 @@ enum Cmd {
 pub struct RunOpts {
     /// Feature preset: patched = every patch on; vanilla = every patch off; X-base / X = the
     /// kernel patch X was measured on, without / with X (`--help` lists them)
-    #[arg(long, value_enum, default_value_t = Preset::Patched)]
+    #[arg(long, value_enum, default_value_t = Preset::patched())]
     pub preset: Preset,
-    /// Features applied after the preset, e.g. SIS_PROP,NO_SIS_UTIL
+    /// Features applied after the preset: X turns X on, NO_X off, comma separated
     #[arg(long, value_delimiter = ',')]
     pub features: Vec<String>,
     /// Time slice in microseconds (100..=100000)
@@ -110,7 +132,8 @@ pub struct RunOpts {
     /// within the kernel's LLC balance interval (about llc_weight ms)
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub interval_ms: u64,
-    /// imbalance_pct of the LLC domain: SIS_UTIL scans nothing at 100/pct utilization (100..=200)
+    /// imbalance_pct of the LLC domain: the utilization-based depth is 0 from 100/pct
+    /// utilization on (100..=200)
     #[arg(long, default_value_t = 117, value_parser = clap::value_parser!(u64).range(100..=200))]
     pub imbalance_pct: u64,
     /// Also print statistics every SECS seconds while running
@@ -236,6 +259,8 @@ fn run(opts: RunOpts) -> Result<()> {
     loop {
         let mut sched = scheduler::Scheduler::init(&opts, feat, &mut open_object)?;
         let uei = sched.run(shutdown.clone())?;
+        // the kernel asks for a restart itself (ext.c: SCX_ECODE_ACT_RESTART with
+        // SCX_ECODE_RSN_HOTPLUG when a CPU comes or goes and ops.cpu_online is not set)
         if !uei.should_restart() {
             break;
         }
@@ -260,10 +285,10 @@ fn main() {
         Some(Cmd::Monitor(o)) => {
             shutdown_flag().and_then(|s| stats::monitor(&o, &|| s.load(Ordering::Relaxed)))
         }
-        Some(Cmd::Features { names }) => features::features_main(&names),
+        Some(Cmd::Features { names, json }) => features::features_main(&names, json),
         Some(Cmd::Ab(o)) => shutdown_flag().and_then(|s| ab::ab_main(&o, s)),
         Some(Cmd::Calibrate(o)) => shutdown_flag().and_then(|s| calibrate::calibrate_main(&o, &s)),
-        Some(Cmd::ScanTable(o)) => util::scan_table_main(&o),
+        Some(Cmd::ScanTable(o)) => sis_util_depth::scan_table_main(&o),
         Some(Cmd::Latency(o)) => {
             shutdown_flag().and_then(|s| latency::latency_main(&o, &|| s.load(Ordering::Relaxed)))
         }

@@ -8,7 +8,6 @@ use log::{debug, info, warn};
 use scx_stats::prelude::*;
 use scx_utils::{scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report, UserExitInfo};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,9 +15,12 @@ use std::time::{Duration, Instant};
 
 use crate::bpf_skel::*;
 use crate::features;
+use crate::loader::{
+    intf_slice, lookup_u64, monotonic_ns, pin_features, u64_words, verified_insns, FeatureWord,
+    UtilUpdate,
+};
 use crate::stats::{Counters, Metrics, NR_STATS};
 use crate::topology::{copy_same_c_type, TopoDesc};
-use crate::util::{scan_depth, UtilFilter};
 use crate::RunOpts;
 
 pub struct Scheduler<'a> {
@@ -31,82 +33,10 @@ pub struct Scheduler<'a> {
     /// sis_features through its mmap: no bpf() call per interval
     feat_word: Option<FeatureWord>,
     interval: Duration,
-    /// SIS_FIT: per LLC, the fitted depth of each utilization bucket (None: too few samples)
+    /// The fitted depths (calibrate::fit_on): per LLC, each utilization bucket's (None: too
+    /// few samples)
     fit: Vec<[Option<u64>; crate::calibrate::BUCKETS]>,
     last_fit: Option<Instant>,
-}
-
-/// The feature word of a `sis_features` map (BPF_F_MMAPABLE), read through a shared
-/// read-only mapping: `scx_sisutil features` writes it with bpf(), the reader sees it.
-pub struct FeatureWord {
-    ptr: *mut libc::c_void,
-    len: usize,
-}
-
-impl FeatureWord {
-    pub fn map<M: AsFd>(map: &M) -> Result<Self> {
-        let len = 4096usize.max(unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize);
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                map.as_fd().as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            anyhow::bail!(
-                "mapping the feature word: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-        Ok(FeatureWord { ptr, len })
-    }
-
-    pub fn read(&self) -> u64 {
-        // SAFETY: a live, page-aligned mapping of the array's one u64 value
-        unsafe { std::ptr::read_volatile(self.ptr as *const u64) }
-    }
-}
-
-impl Drop for FeatureWord {
-    fn drop(&mut self) {
-        unsafe { libc::munmap(self.ptr, self.len) };
-    }
-}
-
-/// A .bss array of an intf.h type, as that type: every skeleton generates its own copy of
-/// the structs, with the same size.
-pub fn intf_slice<T, U>(s: &mut [T]) -> &mut [U] {
-    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<U>());
-    // the skeleton's copy drops intf.h's aligned(64); the variable itself is aligned
-    assert_eq!(s.as_ptr() as usize % std::mem::align_of::<U>(), 0);
-    // SAFETY: same size, aligned; both are plain-integer repr(C) structs of intf.h
-    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut U, s.len()) }
-}
-
-/// The loader's per-interval work: one util sample per CPU, the per-LLC sum, SIS_UTIL's
-/// depth (update_idle_cpu_scan, done here because sched_ext tasks are not in the fair
-/// class's load balance), written to the BPF side's cpu_ctxs and llc_ctxs.
-pub struct UtilUpdate {
-    /// per LLC: its CPUs
-    llcs: Vec<Vec<usize>>,
-    filters: Vec<UtilFilter>,
-    prev_idle: Vec<u64>,
-    prev_sample: u64,
-    imbalance_pct: u64,
-}
-
-/// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl<'a> Scheduler<'a> {
@@ -120,38 +50,8 @@ impl<'a> Scheduler<'a> {
         let topo = scx_utils::Topology::new().context("reading the CPU topology")?;
         let desc = TopoDesc::from_scx(&topo);
         let llcs = desc.llcs();
-        let sis_topo = desc.build()?;
-        info!(
-            "topology: {} CPUs, {} LLCs ({}), SMT {}",
-            desc.cpus.len(),
-            llcs.len(),
-            llcs.iter()
-                .map(|l| l.len().to_string())
-                .collect::<Vec<_>>()
-                .join("+"),
-            if sis_topo.smt != 0 { "on" } else { "off" }
-        );
-
         info!("scx_sisutil {}", crate::full_version());
-        let mut builder = BpfSkelBuilder::default();
-        builder.obj_builder.debug(opts.verbose > 1);
-        let mut skel = scx_ops_open!(
-            builder,
-            open_object,
-            sisutil_ops,
-            opts.libbpf.clone().into_bpf_open_opts()
-        )?;
-        skel.struct_ops.sisutil_ops_mut().exit_dump_len = opts.exit_dump_len;
-        skel.struct_ops.sisutil_ops_mut().flags = *scx_utils::compat::SCX_OPS_KEEP_BUILTIN_IDLE
-            | *scx_utils::compat::SCX_OPS_ENQ_MIGRATION_DISABLED;
-
-        let rodata = skel.maps.rodata_data.as_mut().context("no rodata")?;
-        unsafe { copy_same_c_type(&*sis_topo, &mut rodata.topo) };
-        rodata.slice_ns = opts.slice_us * 1000;
-        rodata.imbalance_pct = opts.imbalance_pct;
-        crate::calibrate::size_records(&mut skel, llcs.len())?;
-
-        let mut skel = scx_ops_load!(skel, sisutil_ops, uei)?;
+        let mut skel = Self::open_load(opts, &desc, &llcs, open_object)?;
         info!("verifier: {}", verified_insns(&skel));
 
         skel.maps
@@ -175,28 +75,18 @@ impl<'a> Scheduler<'a> {
             skel,
             struct_ops,
             stats_server: StatsServer::new(crate::stats::server_data()),
-            llcs: vec![],
-            util: UtilUpdate::new(vec![], 0, opts.imbalance_pct),
+            util: UtilUpdate::new(llcs.clone(), desc.nr_cpu_ids(), opts.imbalance_pct),
+            llcs,
             feat_word: None,
             interval: Duration::from_millis(opts.interval_ms),
             fit: vec![],
             last_fit: None,
         };
-        pin_features(&mut sched.skel)?;
-        crate::calibrate::pin(&mut sched.skel)?;
-        sched.stats_server = StatsServer::new(crate::stats::server_data()).launch()?;
-        // statistics are root-only, like the feature map
-        let sock = std::path::Path::new("/var/run/scx/root/stats");
-        if let Err(e) = std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o600)) {
-            warn!("cannot restrict {sock:?}: {e}");
-        }
+        sched.publish()?;
         info!(
             "scx_sisutil attached; features: {}",
             features::to_words(feat).join(" ")
         );
-
-        sched.util = UtilUpdate::new(llcs.clone(), desc.nr_cpu_ids(), opts.imbalance_pct);
-        sched.llcs = llcs;
         sched.feat_word = match FeatureWord::map(&sched.skel.maps.sis_features) {
             Ok(f) => Some(f),
             Err(e) => {
@@ -207,18 +97,62 @@ impl<'a> Scheduler<'a> {
         Ok(sched)
     }
 
+    /// Open the BPF object, fill its read-only topology and settings, load it.
+    fn open_load(
+        opts: &RunOpts,
+        desc: &TopoDesc,
+        llcs: &[Vec<usize>],
+        open_object: &'a mut MaybeUninit<OpenObject>,
+    ) -> Result<BpfSkel<'a>> {
+        let sis_topo = desc.build()?;
+        info!(
+            "topology: {} CPUs, {} LLCs ({}), SMT {}",
+            desc.cpus.len(),
+            llcs.len(),
+            llcs.iter()
+                .map(|l| l.len().to_string())
+                .collect::<Vec<_>>()
+                .join("+"),
+            if sis_topo.smt != 0 { "on" } else { "off" }
+        );
+        let mut builder = BpfSkelBuilder::default();
+        builder.obj_builder.debug(opts.verbose > 1);
+        let mut skel = scx_ops_open!(
+            builder,
+            open_object,
+            sisutil_ops,
+            opts.libbpf.clone().into_bpf_open_opts()
+        )?;
+        skel.struct_ops.sisutil_ops_mut().exit_dump_len = opts.exit_dump_len;
+        skel.struct_ops.sisutil_ops_mut().flags = *scx_utils::compat::SCX_OPS_KEEP_BUILTIN_IDLE
+            | *scx_utils::compat::SCX_OPS_ENQ_MIGRATION_DISABLED;
+
+        let rodata = skel.maps.rodata_data.as_mut().context("no rodata")?;
+        unsafe { copy_same_c_type(&*sis_topo, &mut rodata.topo) };
+        rodata.slice_ns = opts.slice_us * 1000;
+        rodata.imbalance_pct = opts.imbalance_pct;
+        crate::calibrate::size_records(&mut skel, llcs.len())?;
+        Ok(scx_ops_load!(skel, sisutil_ops, uei)?)
+    }
+
+    /// Once attached: the feature map's and the calibration's pins, the stats server.
+    fn publish(&mut self) -> Result<()> {
+        pin_features(&mut self.skel)?;
+        crate::calibrate::pin(&mut self.skel)?;
+        self.stats_server = StatsServer::new(crate::stats::server_data()).launch()?;
+        // statistics are root-only, like the feature map
+        let sock = std::path::Path::new("/var/run/scx/root/stats");
+        if let Err(e) = std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o600)) {
+            warn!("cannot restrict {sock:?}: {e}");
+        }
+        Ok(())
+    }
+
     fn features(&self) -> u64 {
         if let Some(f) = &self.feat_word {
             return f.read();
         }
-        self.skel
-            .maps
-            .sis_features
-            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .ok()
-            .flatten()
-            .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or_default()))
-            .unwrap_or(0)
+        lookup_u64(&self.skel.maps.sis_features, 0).unwrap_or(0)
     }
 
     /// One interval of the loader's work (UtilUpdate), on the scheduler's .bss.
@@ -238,11 +172,11 @@ impl<'a> Scheduler<'a> {
         );
     }
 
-    /// Depth calibration: recording on while `calibrate` holds its lease or SIS_FIT is on;
-    /// with SIS_FIT, the per-LLC fit from the records, refreshed each second. Returns
-    /// whether SIS_FIT's depths apply.
+    /// Depth calibration: recording on while `calibrate` holds its lease or the fitted depth
+    /// is on (calibrate::fit_on); with it, the per-LLC fit from the records, refreshed each
+    /// second. Returns whether the fitted depths apply.
     fn update_calib(&mut self, feat: u64, now: u64) -> bool {
-        let sis_fit = feat & crate::bpf_intf::sis_feature_FEAT_SIS_FIT as u64 != 0;
+        let sis_fit = crate::calibrate::fit_on(feat);
         let on = sis_fit || crate::calibrate::lease_held(&self.skel, now);
         if let Some(bss) = self.skel.maps.bss_data.as_mut() {
             if (bss.calib_on != 0) != on {
@@ -275,8 +209,8 @@ impl<'a> Scheduler<'a> {
                 .lookup_percpu(&(l as u32).to_ne_bytes(), MapFlags::ANY)
             {
                 for v in vals {
-                    for (i, chunk) in v.chunks_exact(8).take(NR_STATS).enumerate() {
-                        c[i] += u64::from_ne_bytes(chunk.try_into().unwrap_or_default());
+                    for (t, w) in c.iter_mut().zip(u64_words(&v)) {
+                        *t += w;
                     }
                 }
             }
@@ -301,10 +235,7 @@ impl<'a> Scheduler<'a> {
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
         {
             for v in vals {
-                let w: Vec<u64> = v
-                    .chunks_exact(8)
-                    .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or_default()))
-                    .collect();
+                let w = u64_words(&v);
                 if w.len() < nb + 2 {
                     continue;
                 }
@@ -343,121 +274,6 @@ impl<'a> Scheduler<'a> {
         let _ = self.struct_ops.take();
         uei_report!(&self.skel, uei)
     }
-}
-
-impl UtilUpdate {
-    pub fn new(llcs: Vec<Vec<usize>>, nr_cpu_ids: usize, imbalance_pct: u64) -> Self {
-        UtilUpdate {
-            llcs,
-            filters: vec![UtilFilter::default(); nr_cpu_ids],
-            prev_idle: vec![0; nr_cpu_ids],
-            prev_sample: 0,
-            imbalance_pct,
-        }
-    }
-
-    /// One sample at `now` (CLOCK_MONOTONIC ns, the clock of bpf_ktime_get_ns()); with
-    /// `fit` (SIS_FIT), each LLC's depth comes from its calibrated curve where it has one.
-    pub fn update(
-        &mut self,
-        feat: u64,
-        now: u64,
-        cpu_ctxs: &mut [crate::bpf_intf::cpu_ctx],
-        llc_ctxs: &mut [crate::bpf_intf::llc_ctx],
-        fit: Option<&[[Option<u64>; crate::calibrate::BUCKETS]]>,
-    ) {
-        let small_llc = feat & crate::bpf_intf::sis_feature_FEAT_SIS_SMALL_LLC as u64 != 0;
-        let skip_same = feat & crate::bpf_intf::sis_feature_FEAT_KICK_SKIP_REDUNDANT as u64 != 0;
-        let period = now.saturating_sub(self.prev_sample);
-        let first = self.prev_sample == 0;
-        self.prev_sample = now;
-
-        for (l, cpus) in self.llcs.iter().enumerate() {
-            let mut sum = 0u64;
-            for &cpu in cpus {
-                let cc = &mut cpu_ctxs[cpu];
-                // idle_start first: an idle period that ends in between is then counted once
-                let start = unsafe { std::ptr::read_volatile(&cc.idle_start) };
-                let idle_ns = unsafe { std::ptr::read_volatile(&cc.idle_ns) };
-                let open = if start != 0 && now > start {
-                    now - start
-                } else {
-                    0
-                };
-                let idle_total = idle_ns + open;
-                let d_idle = idle_total.saturating_sub(self.prev_idle[cpu]).min(period);
-                self.prev_idle[cpu] = idle_total;
-                if first {
-                    continue;
-                }
-                let util = self.filters[cpu].update(period - d_idle, period);
-                unsafe { std::ptr::write_volatile(&mut cc.util, util) };
-                sum += util;
-            }
-            if first {
-                continue;
-            }
-            let lc = &mut llc_ctxs[l];
-            let mut depth = scan_depth(sum, cpus.len() as u64, self.imbalance_pct, small_llc);
-            if let Some(fit) = fit {
-                depth = crate::calibrate::fit_depth(fit.get(l), sum, cpus.len() as u64)
-                    .unwrap_or(depth);
-            }
-            lc.util_sum = sum;
-            // Mel Gorman's review of SIS_UTIL: do not write a shared line that would not change
-            if !skip_same || unsafe { std::ptr::read_volatile(&lc.nr_idle_scan) } != depth {
-                unsafe { std::ptr::write_volatile(&mut lc.nr_idle_scan, depth) };
-                lc.updates += 1;
-            }
-        }
-    }
-}
-
-/// The verifier's work per program (veristat's verified_insns): `name=N ...`, so that a
-/// change that makes the wake path harder to verify shows in the log and in the VM tests.
-fn verified_insns(skel: &BpfSkel<'_>) -> String {
-    use libbpf_rs::skel::Skel;
-    use std::os::fd::{AsFd, AsRawFd};
-    skel.object()
-        .progs()
-        .map(|p| {
-            let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
-            let mut len = std::mem::size_of_val(&info) as u32;
-            let ret = unsafe {
-                libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
-                    p.as_fd().as_raw_fd(),
-                    &mut info,
-                    &mut len,
-                )
-            };
-            let n = if ret == 0 {
-                info.verified_insns.to_string()
-            } else {
-                "?".into()
-            };
-            format!("{}={n}", p.name().to_string_lossy())
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn pin_features(skel: &mut BpfSkel<'_>) -> Result<()> {
-    features::check_pin_dir()?;
-    std::fs::create_dir_all(features::PIN_DIR).with_context(|| {
-        format!(
-            "creating {} (is bpffs mounted on /sys/fs/bpf?)",
-            features::PIN_DIR
-        )
-    })?;
-    let _ = std::fs::set_permissions(features::PIN_DIR, std::fs::Permissions::from_mode(0o700));
-    // a pin left by an instance that was killed
-    let _ = std::fs::remove_file(features::PIN_PATH);
-    skel.maps
-        .sis_features
-        .pin(features::PIN_PATH)
-        .with_context(|| format!("pinning {}", features::PIN_PATH))?;
-    std::fs::set_permissions(features::PIN_PATH, std::fs::Permissions::from_mode(0o600))?;
-    Ok(())
 }
 
 impl Drop for Scheduler<'_> {

@@ -15,41 +15,9 @@ use crate::bpf_intf as bi;
 pub const NR_STATS: usize = bi::sis_stat_STAT_NR as usize;
 pub type Counters = [u64; NR_STATS];
 
-/// Declares the counter fields once: Metrics' fields, their STAT_ index and description.
-macro_rules! counters {
-    ($mac:ident) => {
-        $mac! {
-            search: sis_stat_STAT_SEARCH, "select_cpu wake-up placements (select_idle_sibling calls)";
-            fast: sis_stat_STAT_FAST, "placed on target, prev or recent_used_cpu without a domain scan";
-            domain_search: sis_stat_STAT_DOMAIN_SEARCH, "searches past target/prev/recent: SMT sibling check + LLC scan (skipped ones included)";
-            domain_scanned: sis_stat_STAT_DOMAIN_SCANNED, "CPUs examined by domain searches (SMT siblings, LLC scan) = scanned - search";
-            scanned: sis_stat_STAT_SCANNED, "runqueues scanned: 1 per search for target/prev/recent together, + domain_scanned";
-            failed: sis_stat_STAT_FAILED, "LLC scans that found no idle CPU (incl. skipped ones)";
-            core_search: sis_stat_STAT_CORE_SEARCH, "scans for a whole idle core (has_idle_cores set)";
-            core_failed: sis_stat_STAT_CORE_FAILED, "idle-core scans that found none (hint cleared)";
-            scan_skipped: sis_stat_STAT_SCAN_SKIPPED, "scans not started: SIS_UTIL depth 0 (LLC overloaded)";
-            depth_limited: sis_stat_STAT_DEPTH_LIMITED, "scans cut short by the depth (SIS_UTIL or SIS_PROP)";
-            wake_affine: sis_stat_STAT_WAKE_AFFINE, "wake_affine moved the target to the waker's CPU";
-            recent: sis_stat_STAT_RECENT, "recent_used_cpu chosen";
-            smt: sis_stat_STAT_SMT, "idle SMT sibling of prev chosen (select_idle_smt)";
-            hit_sis_util: sis_stat_STAT_HIT_SIS_UTIL, "SIS_UTIL hits: scans skipped or cut by nr_idle_scan";
-            hit_sis_prop: sis_stat_STAT_HIT_SIS_PROP, "SIS_PROP hits: scans cut by the proportional depth";
-            hit_sis_core: sis_stat_STAT_HIT_SIS_CORE, "SIS_CORE hits: whole idle cores found";
-            hit_wa_idle_prev: sis_stat_STAT_HIT_WA_IDLE_PREV, "WA_IDLE_PREV hits: idle prev kept";
-            hit_wa_weight: sis_stat_STAT_HIT_WA_WEIGHT, "WA_WEIGHT hits: waker's CPU less loaded, chosen";
-            hit_ttwu_queue_desched: sis_stat_STAT_HIT_TTWU_QUEUE_DESCHED, "TTWU_QUEUE_DESCHED hits: wakee placed on its descheduling CPU";
-            hit_newidle_skip_ipi: sis_stat_STAT_HIT_NEWIDLE_SKIP_IPI, "NEWIDLE_SKIP_IPI hits: idle CPU woken for nothing did not pull";
-            hit_kick_skip_redundant: sis_stat_STAT_HIT_KICK_SKIP_REDUNDANT, "KICK_SKIP_REDUNDANT hits: shared-flag writes skipped";
-            enqueue: sis_stat_STAT_ENQUEUE, "tasks queued on an LLC DSQ";
-            direct: sis_stat_STAT_DIRECT, "tasks inserted straight into a CPU's local DSQ";
-            dispatch_llc: sis_stat_STAT_DISPATCH_LLC, "dispatches from the CPU's own LLC DSQ";
-            steal: sis_stat_STAT_STEAL, "dispatches pulled from another LLC";
-            kick: sis_stat_STAT_KICK, "idle CPUs kicked for queued work";
-            kick_atomic: sis_stat_STAT_KICK_ATOMIC, "atomic writes to the kick-pending word";
-            kick_scanned: sis_stat_STAT_KICK_SCANNED, "CPUs probed by the enqueue path's search for an idle CPU to kick";
-        }
-    };
-}
+// `counters!($mac)`: calls `$mac!` with every counter (`field: sis_stat_STAT_X, "description";`),
+// derived by build.rs from intf.h's `enum sis_stat`, the counters' one definition.
+include!(concat!(env!("OUT_DIR"), "/sis_stats.rs"));
 
 macro_rules! def_metrics {
     ($($f:ident : $idx:ident, $desc:literal;)*) => {
@@ -177,63 +145,35 @@ const SRC_MMTESTS: &str = "mmtests MonitorProcschedstat.pm (Mel Gorman)";
 const SRC_BOTH: &str = "schedstat_parse.py and mmtests (same definition)";
 const SRC_HERE: &str = "scx_sisutil";
 
+const fn derived(
+    name: &'static str,
+    scale: f64,
+    num: &'static [(&'static str, i64)],
+    den: &'static [(&'static str, i64)],
+    source: &'static str,
+) -> Derived {
+    Derived {
+        name,
+        scale,
+        num,
+        den,
+        source,
+    }
+}
+
+/// mmtests' "SIS Domain Scanned", the denominator of both domain efficiencies.
+const SIS_DOMAIN_SCANNED: &[(&str, i64)] = &[("scanned", 1), ("search", -1), ("domain_search", 1)];
+
+#[rustfmt::skip]
 pub const DERIVED: &[Derived] = &[
-    Derived {
-        name: "se_eff",
-        scale: 100.0,
-        num: &[("search", 1), ("failed", -1)],
-        den: &[("scanned", 1)],
-        source: SRC_SCHEDSTAT_PARSE,
-    },
-    Derived {
-        name: "dom_eff",
-        scale: 100.0,
-        num: &[("domain_search", 1), ("failed", -1)],
-        den: &[("scanned", 1), ("search", -1), ("domain_search", 1)],
-        source: SRC_SCHEDSTAT_PARSE,
-    },
-    Derived {
-        name: "fast_rate",
-        scale: 100.0,
-        num: &[("search", 1), ("domain_search", -1)],
-        den: &[("search", 1)],
-        source: SRC_BOTH,
-    },
-    Derived {
-        name: "success_rate",
-        scale: 100.0,
-        num: &[("search", 1), ("failed", -1)],
-        den: &[("search", 1)],
-        source: SRC_BOTH,
-    },
-    Derived {
-        name: "mmtests_se_eff",
-        scale: 100.0,
-        num: &[("search", 1)],
-        den: &[("scanned", 1)],
-        source: SRC_MMTESTS,
-    },
-    Derived {
-        name: "mmtests_dom_eff",
-        scale: 100.0,
-        num: &[("domain_search", 1)],
-        den: &[("scanned", 1), ("search", -1), ("domain_search", 1)],
-        source: SRC_MMTESTS,
-    },
-    Derived {
-        name: "scan_per_wakeup",
-        scale: 1.0,
-        num: &[("domain_scanned", 1), ("kick_scanned", 1)],
-        den: &[("search", 1)],
-        source: SRC_HERE,
-    },
-    Derived {
-        name: "avg_domain_scanned",
-        scale: 1.0,
-        num: &[("domain_scanned", 1)],
-        den: &[("domain_search", 1)],
-        source: SRC_HERE,
-    },
+    derived("se_eff", 100.0, &[("search", 1), ("failed", -1)], &[("scanned", 1)], SRC_SCHEDSTAT_PARSE),
+    derived("dom_eff", 100.0, &[("domain_search", 1), ("failed", -1)], SIS_DOMAIN_SCANNED, SRC_SCHEDSTAT_PARSE),
+    derived("fast_rate", 100.0, &[("search", 1), ("domain_search", -1)], &[("search", 1)], SRC_BOTH),
+    derived("success_rate", 100.0, &[("search", 1), ("failed", -1)], &[("search", 1)], SRC_BOTH),
+    derived("mmtests_se_eff", 100.0, &[("search", 1)], &[("scanned", 1)], SRC_MMTESTS),
+    derived("mmtests_dom_eff", 100.0, &[("domain_search", 1)], SIS_DOMAIN_SCANNED, SRC_MMTESTS),
+    derived("scan_per_wakeup", 1.0, &[("domain_scanned", 1), ("kick_scanned", 1)], &[("search", 1)], SRC_HERE),
+    derived("avg_domain_scanned", 1.0, &[("domain_scanned", 1)], &[("domain_search", 1)], SRC_HERE),
 ];
 
 impl Derived {
@@ -407,18 +347,14 @@ impl Metrics {
             "     mmtests: SIS Search Efficiency {:>7.3} SIS Domain Search Eff {:>7.3}",
             self.mmtests_se_eff, self.mmtests_dom_eff
         )?;
-        writeln!(
-            w,
-            "hits SIS_UTIL {} SIS_PROP {} SIS_CORE {} WA_IDLE_PREV {} WA_WEIGHT {} TTWU_QUEUE_DESCHED {} NEWIDLE_SKIP_IPI {} KICK_SKIP_REDUNDANT {}",
-            self.hit_sis_util,
-            self.hit_sis_prop,
-            self.hit_sis_core,
-            self.hit_wa_idle_prev,
-            self.hit_wa_weight,
-            self.hit_ttwu_queue_desched,
-            self.hit_newidle_skip_ipi,
-            self.hit_kick_skip_redundant
-        )?;
+        // every feature with a hit counter (hit_ + its name), in intf.h's order
+        let mut hits = String::from("hits");
+        for f in crate::features::FEATURES {
+            if let Some(n) = self.counter(&format!("hit_{}", f.name.to_ascii_lowercase())) {
+                hits += &format!(" {} {n}", f.name);
+            }
+        }
+        writeln!(w, "{hits}")?;
         writeln!(
             w,
             "sched enqueue {} direct {} dispatch_llc {} steal {} kick {} (atomic {}) wake_affine {} recent {} smt {}",
@@ -555,11 +491,16 @@ pub struct MonitorOpts {
 }
 
 pub fn parse_interval(s: &str) -> std::result::Result<f64, String> {
+    parse_secs(s, "interval", 0.05, 3600.0)
+}
+
+/// A number of seconds in `lo..=hi`, or the line that says why not (`what` names it).
+pub fn parse_secs(s: &str, what: &str, lo: f64, hi: f64) -> std::result::Result<f64, String> {
     let v: f64 = s
         .parse()
         .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    if !(0.05..=3600.0).contains(&v) {
-        return Err(format!("interval must be 0.05..=3600 seconds, got {v}"));
+    if !(lo..=hi).contains(&v) {
+        return Err(format!("{what} must be {lo}..={hi} seconds, got {v}"));
     }
     Ok(v)
 }
@@ -889,6 +830,23 @@ mod tests {
         assert_eq!(d.llcs["0"].search, 15);
         assert_eq!(d.llcs["0"].nr_idle_scan, 1);
         assert_eq!(d.features, "b");
+    }
+
+    /// The monitor's hits line names each feature that has a hit counter, from the tables.
+    #[test]
+    fn hits_line_from_the_tables() {
+        let mut c = [0u64; NR_STATS];
+        c[bi::sis_stat_STAT_HIT_WA_WEIGHT as usize] = 7;
+        let m = Metrics::new(String::new(), &[(c, 4, 0, 0)]);
+        let mut out = vec![];
+        m.format(&mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let line = out.lines().find(|l| l.starts_with("hits ")).unwrap();
+        assert_eq!(
+            line,
+            "hits SIS_UTIL 0 SIS_PROP 0 SIS_CORE 0 WA_IDLE_PREV 0 WA_WEIGHT 7 TTWU_QUEUE_DESCHED 0 \
+             NEWIDLE_SKIP_IPI 0 KICK_SKIP_REDUNDANT 0"
+        );
     }
 
     #[test]

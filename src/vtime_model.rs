@@ -248,7 +248,7 @@ const NICE_M20: u64 = 88761 * 100 / 1024;
 const NICE_19: u64 = 1;
 const MS: u64 = 1_000_000;
 
-/// The load on 16 CPUs: 32 nice -20 hogs, 160 nice -20 hackbench-like tasks
+/// The nice-starvation load on 16 CPUs: 32 nice -20 hogs, 160 nice -20 hackbench-like tasks
 /// (50 us bursts, 400 us sleeps), 4 nice-0 hogs and a nice-0 task waking every 20 ms.
 fn hogs20() -> Vec<Task> {
     let mut t = vec![];
@@ -265,11 +265,18 @@ fn bound(nr_tasks: u64, nr_cpus: u64, slice: u64) -> u64 {
     2 * VT_GUARD_NS + nr_tasks.div_ceil(nr_cpus) * slice + slice
 }
 
-#[test]
-fn waits_bounded_under_nice_minus_20_hogs() {
-    let tasks = simulate(hogs20(), 16, 5 * MS, 20_000 * MS, true);
-    report("guard", &tasks);
-    let b = bound(tasks.len() as u64, 16, 5 * MS);
+/// The longest wait of the tasks `keep` selects (at least one).
+fn worst_wait(tasks: &[Task], keep: impl Fn(&Task) -> bool) -> u64 {
+    tasks
+        .iter()
+        .filter(|t| keep(t))
+        .map(|t| t.max_wait)
+        .max()
+        .unwrap()
+}
+
+/// Every task ran, and none waited longer than `b`.
+fn assert_bounded(tasks: &[Task], b: u64) {
     for (i, t) in tasks.iter().enumerate() {
         assert!(t.runs > 0, "task {i} (w {}) never ran", t.w);
         assert!(
@@ -280,15 +287,15 @@ fn waits_bounded_under_nice_minus_20_hogs() {
             b / MS
         );
     }
+}
+
+#[test]
+fn waits_bounded_under_nice_minus_20_hogs() {
+    let tasks = simulate(hogs20(), 16, 5 * MS, 20_000 * MS, true);
+    report("guard", &tasks);
+    assert_bounded(&tasks, bound(tasks.len() as u64, 16, 5 * MS));
     // weights still order: the nice -20 hogs wait less than the nice-0 hogs
-    let worst = |w: u64, hog: bool| {
-        tasks
-            .iter()
-            .filter(|t| t.w == w && t.burst.is_none() == hog)
-            .map(|t| t.max_wait)
-            .max()
-            .unwrap()
-    };
+    let worst = |w: u64, hog: bool| worst_wait(&tasks, |t| t.w == w && t.burst.is_none() == hog);
     assert!(worst(NICE_M20, true) < worst(VT_NICE0, true));
 }
 
@@ -297,12 +304,7 @@ fn without_the_guard_nice0_waits_much_longer() {
     let tasks = simulate(hogs20(), 16, 5 * MS, 20_000 * MS, false);
     report("no guard", &tasks);
     let b = bound(tasks.len() as u64, 16, 5 * MS);
-    let nice0 = tasks
-        .iter()
-        .filter(|t| t.w == VT_NICE0)
-        .map(|t| t.max_wait)
-        .max()
-        .unwrap();
+    let nice0 = worst_wait(&tasks, |t| t.w == VT_NICE0);
     assert!(
         nice0 > 2 * b,
         "nice-0 max wait {} ms without the guard, bound {} ms",
@@ -320,25 +322,10 @@ fn waits_bounded_nice19_background() {
     t.push(task(VT_NICE0, Some(100_000), 20 * MS));
     let tasks = simulate(t, 16, 5 * MS, 20_000 * MS, true);
     report("nice 19 background", &tasks);
-    let b = bound(tasks.len() as u64, 16, 5 * MS);
-    for (i, t) in tasks.iter().enumerate() {
-        assert!(t.runs > 0, "task {i} (w {}) never ran", t.w);
-        assert!(
-            t.max_wait <= b,
-            "task {i} (w {}): max wait {} ms > bound {} ms",
-            t.w,
-            t.max_wait / MS,
-            b / MS
-        );
-    }
+    assert_bounded(&tasks, bound(tasks.len() as u64, 16, 5 * MS));
     // the nice-0 sleeper is served well ahead of the nice-19 hogs
     let sleeper = tasks.last().unwrap().max_wait;
-    let hog19 = tasks
-        .iter()
-        .filter(|t| t.w == NICE_19)
-        .map(|t| t.max_wait)
-        .max()
-        .unwrap();
+    let hog19 = worst_wait(&tasks, |t| t.w == NICE_19);
     assert!(
         sleeper < hog19,
         "sleeper {sleeper} ns, nice-19 hogs {hog19} ns"

@@ -24,7 +24,7 @@ enum sis_consts {
 	SCHED_CAPACITY		= 1024,
 	NSEC_PER_USEC		= 1000,
 	NSEC_PER_MSEC		= 1000000,
-	/* the loader's default util/depth update period, see util.rs */
+	/* the loader's default util/depth update period, see sis_util_depth.rs */
 	DEFAULT_INTERVAL_MS	= 20,
 	DEFAULT_SLICE_US	= 5000,
 	DEFAULT_IMBALANCE_PCT	= 117,
@@ -32,8 +32,6 @@ enum sis_consts {
 	/* SIS_PROP (6.6 fair.c): sysctl_sched_migration_cost, the cap of avg_idle is 2x this */
 	SIS_PROP_MAX_IDLE_BALANCE_COST = 500000,
 	SIS_PROP_MIN_NR		= 4,
-	/* The scheduler asks the loader to restart (CPU hotplug), as scx_utils expects */
-	SIS_ECODE_RESTART	= 1 << 0,
 	/* wait histograms: log2 buckets, 4 per octave (vtime.bpf.h, waitlat.bpf.c) */
 	WAIT_NR_BUCKETS		= 256,
 	/* the latency tracer's nice levels: -20..19 */
@@ -41,53 +39,148 @@ enum sis_consts {
 };
 
 /*
- * Features: the kernel's sched_feat names. One u64 word, read on every
- * decision; switched live by `scx_sisutil features`.
+ * The definitions of the features, the statistics and the presets. build.rs derives the
+ * loader's tables from these three enums (src/features.rs, src/stats.rs): a name is the
+ * member without its prefix (FEAT_, STAT_ lower-cased, PRESET_ lower-cased with '-'), the
+ * value comes from clang through bindgen, and the description is the comment that FOLLOWS
+ * the member (it may continue on the next lines). Every member but the _ALL/_NR bounds has
+ * one; a comment before a member would describe the one before it.
+ */
+
+/*
+ * Features: the kernel's sched_feat names. One u64 word, read on every decision; switched
+ * live by `scx_sisutil features`. The description is `features`' help column; the order
+ * is `features`' (the bits are the ABI).
  */
 enum sis_feature {
-	FEAT_SIS_UTIL		= 1ULL << 0,	/* Chen Yu's SIS_UTIL: depth from the LLC util sum */
-	FEAT_SIS_PROP		= 1ULL << 1,	/* 6.6 fair.c: depth from avg_idle / avg_scan_cost */
-	FEAT_SIS_CORE		= 1ULL << 2,	/* fair.c: has_idle_cores + select_idle_core/smt */
-	FEAT_WA_IDLE_PREV	= 1ULL << 3,	/* "sched/fair: check for idle core": idle prev wins */
-	FEAT_TTWU_QUEUE_DESCHED	= 1ULL << 4,	/* Mel Gorman: wakee descheduling -> its CPU */
-	FEAT_NEWIDLE_SKIP_IPI	= 1ULL << 5,	/* K Prateek Nayak: idle CPU woken for an IPI: no pull */
-	FEAT_KICK_SKIP_REDUNDANT = 1ULL << 6,	/* Tim Chen: read before atomic, wrap kick target */
-	FEAT_SIS_SMALL_LLC	= 1ULL << 7,	/* SIS_UTIL review: depth*32/weight for <=16 CPUs */
-	FEAT_WA_WEIGHT		= 1ULL << 8,	/* fair.c: wake_affine_weight load comparison */
-	FEAT_SIS_FIT		= 1ULL << 9,	/* SIS_UTIL's depth from the measured depth_p95 curve */
+	FEAT_SIS_UTIL		= 1ULL << 0,
+	/* Chen Yu 2022, SIS_UTIL: bound the LLC scan by nr_idle_scan, from the LLC's util sum */
+	FEAT_SIS_PROP		= 1ULL << 1,
+	/* 6.6 fair.c: legacy scan depth from avg_idle / avg_scan_cost (min 4) */
+	FEAT_SIS_CORE		= 1ULL << 2,
+	/* fair.c: has_idle_cores hint, idle-core scan and idle SMT sibling of prev */
+	FEAT_WA_IDLE_PREV	= 1ULL << 3,
+	/* Julia Lawall 2020, check for idle core: wake_affine_idle returns prev when it is idle */
+	FEAT_WA_WEIGHT		= 1ULL << 8,
+	/* fair.c: wake_affine_weight compares this_cpu's and prev's utilization */
+	FEAT_TTWU_QUEUE_DESCHED	= 1ULL << 4,
+	/* Mel Gorman 2020, offload wakee activation: the wakee is still on its CPU when woken
+	 * (seen at sched_waking) and that CPU, in the waker's LLC, has nothing running: placed
+	 * there without a search */
+	FEAT_NEWIDLE_SKIP_IPI	= 1ULL << 5,
+	/* K Prateek Nayak 2024, skip newidle_balance() on IPI: an idle CPU woken without being
+	 * asked to take work does not steal from other LLCs (its own LLC queue is still
+	 * served; the kernel skips the whole newidle balance) */
+	FEAT_KICK_SKIP_REDUNDANT = 1ULL << 6,
+	/* Tim Chen 2024, skip unnecessary ILB flag updates: read shared flags before writing
+	 * them; kick targets wrap from this_cpu+1 */
+	FEAT_SIS_SMALL_LLC	= 1ULL << 7,
+	/* SIS_UTIL review (K Prateek Nayak): for LLCs of <= 16 CPUs, depth * 32 / llc_weight */
+	FEAT_SIS_FIT		= 1ULL << 9,
+	/* with SIS_UTIL: each LLC's depth is the measured depth_p95 of its utilization
+	 * (calibrate) */
 	FEAT_ALL		= (1ULL << 10) - 1,
 };
 
-/* Per-LLC counters (PERCPU_ARRAY, key = LLC index). See stats.rs for meanings. */
+/*
+ * Presets, in `--preset`'s order: feature words. PATCHED and VANILLA, then one pair per
+ * kernel patch: PRESET_X_BASE is the kernel the patch's own numbers were measured on,
+ * PRESET_X that kernel with the patch (feature X), so the two differ by it alone (and by
+ * the features the patch turned off). Chronology: each base holds the patches merged
+ * before it (the newidle IPI patch was posted in 2024-01 but not merged in that form, so
+ * the 2024-06 kick patch's v6.8 base does not have it). SIS_CORE and WA_WEIGHT are the
+ * kernel's defaults throughout. An _BASE's description is "KERNEL | PATCH".
+ */
+enum sis_preset {
+	PRESET_PATCHED = FEAT_SIS_UTIL | FEAT_SIS_CORE | FEAT_WA_WEIGHT | FEAT_WA_IDLE_PREV |
+			 FEAT_TTWU_QUEUE_DESCHED | FEAT_NEWIDLE_SKIP_IPI | FEAT_KICK_SKIP_REDUNDANT,
+	/* every patch on (the default) */
+	PRESET_VANILLA = FEAT_SIS_PROP | FEAT_SIS_CORE | FEAT_WA_WEIGHT,
+	/* every patch off: the oldest baseline */
+	PRESET_TTWU_QUEUE_DESCHED_BASE = PRESET_VANILLA,
+	/* v5.7-rc6 | Mel Gorman, "sched/core: Offload wakee task activation if the wakee is
+	 * descheduling" (2020-05, commit 2ebb17717550) */
+	PRESET_TTWU_QUEUE_DESCHED = PRESET_TTWU_QUEUE_DESCHED_BASE | FEAT_TTWU_QUEUE_DESCHED,
+	PRESET_WA_IDLE_PREV_BASE = PRESET_TTWU_QUEUE_DESCHED,
+	/* v5.9 | Julia Lawall, "sched/fair: check for idle core" (2020-10) */
+	PRESET_WA_IDLE_PREV = PRESET_WA_IDLE_PREV_BASE | FEAT_WA_IDLE_PREV,
+	PRESET_SIS_UTIL_BASE = PRESET_WA_IDLE_PREV,
+	/* v5.19-rc1 | Chen Yu, "sched/fair: Introduce SIS_UTIL to search idle CPU based on sum
+	 * of util_avg" (2022-06) */
+	PRESET_SIS_UTIL = (PRESET_SIS_UTIL_BASE | FEAT_SIS_UTIL) & ~FEAT_SIS_PROP,
+	PRESET_NEWIDLE_SKIP_IPI_BASE = PRESET_SIS_UTIL,
+	/* tip:sched/core sched-core-2024-01-08 (v6.8-rc; SIS_PROP removed in v6.7) | K Prateek
+	 * Nayak, "sched/fair: Skip newidle_balance() when an idle CPU is woken up to process
+	 * an IPI" (2024-01) */
+	PRESET_NEWIDLE_SKIP_IPI = PRESET_NEWIDLE_SKIP_IPI_BASE | FEAT_NEWIDLE_SKIP_IPI,
+	PRESET_KICK_SKIP_REDUNDANT_BASE = PRESET_SIS_UTIL,
+	/* v6.8 | Tim Chen / Chen Yu, "sched/balance: Skip unnecessary updates to idle load
+	 * balancer's flags" (2024-06) */
+	PRESET_KICK_SKIP_REDUNDANT = PRESET_KICK_SKIP_REDUNDANT_BASE | FEAT_KICK_SKIP_REDUNDANT,
+};
+
+/*
+ * Per-LLC counters (PERCPU_ARRAY, key = LLC index), Mel Gorman's SIS statistics and the
+ * features' hits. The name is the counter's in `monitor` and its JSON; the description is
+ * `--help-stats`'.
+ */
 enum sis_stat {
-	STAT_SEARCH,		/* select_cpu wake-up placements */
-	STAT_FAST,		/* target, prev or recent_used_cpu idle: no domain scan */
-	STAT_DOMAIN_SEARCH,	/* searches past target/prev/recent (SMT check + select_idle_cpu) */
-	STAT_DOMAIN_SCANNED,	/* CPUs probed by the domain search (siblings, cores, scan) */
-	STAT_SCANNED,		/* 1 per search for the fast path + domain_scanned (Mel Gorman) */
-	STAT_FAILED,		/* domain scans that found no idle CPU */
-	STAT_CORE_SEARCH,	/* scans looking for a whole idle core */
-	STAT_CORE_FAILED,	/* ... that found none (has_idle_cores cleared) */
-	STAT_SCAN_SKIPPED,	/* SIS_UTIL depth 0: no scan at all */
-	STAT_DEPTH_LIMITED,	/* scans ended by the depth (SIS_UTIL/SIS_PROP) */
-	STAT_WAKE_AFFINE,	/* wake_affine moved the target to this_cpu */
-	STAT_RECENT,		/* recent_used_cpu chosen */
-	STAT_SMT,		/* select_idle_smt: idle sibling of prev chosen */
-	STAT_HIT_SIS_UTIL,	/* decisions bounded by SIS_UTIL */
-	STAT_HIT_SIS_PROP,	/* decisions bounded by SIS_PROP */
-	STAT_HIT_SIS_CORE,	/* idle core found by select_idle_core */
-	STAT_HIT_WA_IDLE_PREV,	/* prev chosen by "check for idle core" */
-	STAT_HIT_WA_WEIGHT,	/* this_cpu chosen by wake_affine_weight */
-	STAT_HIT_TTWU_QUEUE_DESCHED, /* wakee placed on its descheduling CPU */
-	STAT_HIT_NEWIDLE_SKIP_IPI, /* idle CPU woken for nothing skipped the pull */
-	STAT_HIT_KICK_SKIP_REDUNDANT, /* kick flag already set: atomic + IPI skipped */
-	STAT_ENQUEUE,		/* tasks queued on an LLC DSQ */
-	STAT_DIRECT,		/* tasks inserted straight to a CPU's local DSQ */
-	STAT_DISPATCH_LLC,	/* dispatches from the CPU's own LLC DSQ */
-	STAT_STEAL,		/* dispatches pulled from another LLC */
-	STAT_KICK,		/* idle CPUs kicked */
-	STAT_KICK_ATOMIC,	/* atomic writes to the kick-pending word */
-	STAT_KICK_SCANNED,	/* CPUs probed by the enqueue path's search for a CPU to kick */
+	STAT_SEARCH,
+	/* select_cpu wake-up placements (select_idle_sibling calls) */
+	STAT_FAST,
+	/* placed on target, prev or recent_used_cpu without a domain scan */
+	STAT_DOMAIN_SEARCH,
+	/* searches past target/prev/recent: SMT sibling check + LLC scan (skipped ones included) */
+	STAT_DOMAIN_SCANNED,
+	/* CPUs examined by domain searches (SMT siblings, LLC scan) = scanned - search */
+	STAT_SCANNED,
+	/* runqueues scanned: 1 per search for target/prev/recent together, + domain_scanned */
+	STAT_FAILED,
+	/* LLC scans that found no idle CPU (incl. skipped ones) */
+	STAT_CORE_SEARCH,
+	/* scans for a whole idle core (has_idle_cores set) */
+	STAT_CORE_FAILED,
+	/* idle-core scans that found none (hint cleared) */
+	STAT_SCAN_SKIPPED,
+	/* scans not started: SIS_UTIL depth 0 (LLC overloaded) */
+	STAT_DEPTH_LIMITED,
+	/* scans cut short by the depth (SIS_UTIL or SIS_PROP) */
+	STAT_WAKE_AFFINE,
+	/* wake_affine moved the target to the waker's CPU */
+	STAT_RECENT,
+	/* recent_used_cpu chosen */
+	STAT_SMT,
+	/* idle SMT sibling of prev chosen (select_idle_smt) */
+	STAT_HIT_SIS_UTIL,
+	/* SIS_UTIL hits: scans skipped or cut by nr_idle_scan */
+	STAT_HIT_SIS_PROP,
+	/* SIS_PROP hits: scans cut by the proportional depth */
+	STAT_HIT_SIS_CORE,
+	/* SIS_CORE hits: whole idle cores found */
+	STAT_HIT_WA_IDLE_PREV,
+	/* WA_IDLE_PREV hits: idle prev kept */
+	STAT_HIT_WA_WEIGHT,
+	/* WA_WEIGHT hits: waker's CPU less loaded, chosen */
+	STAT_HIT_TTWU_QUEUE_DESCHED,
+	/* TTWU_QUEUE_DESCHED hits: wakee placed on its descheduling CPU */
+	STAT_HIT_NEWIDLE_SKIP_IPI,
+	/* NEWIDLE_SKIP_IPI hits: idle CPU woken for nothing did not pull */
+	STAT_HIT_KICK_SKIP_REDUNDANT,
+	/* KICK_SKIP_REDUNDANT hits: shared-flag writes skipped */
+	STAT_ENQUEUE,
+	/* tasks queued on an LLC DSQ */
+	STAT_DIRECT,
+	/* tasks inserted straight into a CPU's local DSQ */
+	STAT_DISPATCH_LLC,
+	/* dispatches from the CPU's own LLC DSQ */
+	STAT_STEAL,
+	/* dispatches pulled from another LLC */
+	STAT_KICK,
+	/* idle CPUs kicked for queued work */
+	STAT_KICK_ATOMIC,
+	/* atomic writes to the kick-pending word */
+	STAT_KICK_SCANNED,
+	/* CPUs probed by the enqueue path's search for an idle CPU to kick */
 	STAT_NR,
 };
 

@@ -14,7 +14,7 @@ pub const DEFAULT_IMBALANCE_PCT: u64 = 117;
 const SMALL_LLC_MAX_WEIGHT: u64 = 16;
 /// PELT half-life: y^32 = 1/2 with 1 ms periods, i.e. 32 ms.
 const UTIL_HALF_LIFE_NS: f64 = 32_000_000.0;
-/// The seed's table columns (utilization in percent).
+/// The SIS_UTIL commit message's table columns (utilization in percent).
 const DEFAULT_UTIL_PCTS: [u64; 11] = [0, 5, 15, 25, 35, 45, 55, 65, 75, 85, 86];
 
 /// Kernel's update_idle_cpu_scan() (kernel/sched/fair.c, SIS_UTIL), in the
@@ -68,7 +68,8 @@ pub fn nr_idle_scan(sum_util: u64, llc_weight: u64, imbalance_pct: u64) -> u64 {
     y * llc_weight / SCHED_CAPACITY_SCALE
 }
 
-/// SIS_SMALL_LLC (seed 004 thread, K Prateek Nayak / cover letter):
+/// SIS_SMALL_LLC (K Prateek Nayak's review of "sched/fair: Introduce SIS_UTIL to search
+/// idle CPU based on sum of util_avg", v4, 2022):
 /// `if (llc_weight <= 16) nr_scan = nr_scan * 32 / llc_weight;`
 /// i.e. x2 for 16 CPUs, x4 for 8, x32 for 1. Larger LLCs are unchanged.
 ///
@@ -84,6 +85,11 @@ pub fn small_llc_depth(nr_scan: u64, llc_weight: u64) -> u64 {
     (nr_scan.saturating_mul(32) / llc_weight).min(llc_weight)
 }
 
+/// Is SIS_SMALL_LLC on in the feature word `feat`?
+pub fn small_llc_on(feat: u64) -> bool {
+    feat & crate::bpf_intf::sis_feature_FEAT_SIS_SMALL_LLC as u64 != 0
+}
+
 /// The depth the scheduler writes: nr_idle_scan(), then small_llc_depth()
 /// when `small_llc`.
 pub fn scan_depth(sum_util: u64, llc_weight: u64, imbalance_pct: u64, small_llc: bool) -> u64 {
@@ -95,7 +101,7 @@ pub fn scan_depth(sum_util: u64, llc_weight: u64, imbalance_pct: u64, small_llc:
     }
 }
 
-/// sum_util for a utilization percentage, as the seed's tables mean it:
+/// sum_util for a utilization percentage, as the SIS_UTIL commit message's tables mean it:
 /// `util_pct` percent of the LLC's capacity, `u * llc_weight * 1024 / 100`
 /// (integer division, truncating).
 pub fn sum_util_for_pct(util_pct: u64, llc_weight: u64) -> u64 {
@@ -166,7 +172,7 @@ pub struct ScanTableOpts {
     #[arg(long, default_value_t = DEFAULT_IMBALANCE_PCT,
           value_parser = clap::value_parser!(u64).range(100..=200))]
     pub imbalance_pct: u64,
-    /// Utilization percentages, comma-separated (each 0..=100). Default: the seed's columns.
+    /// Utilization percentages, comma-separated (each 0..=100). Default: the SIS_UTIL commit message's columns.
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(0..=100))]
     pub util: Option<Vec<u64>>,
     /// Apply SIS_SMALL_LLC (depth * 32 / llc_weight for LLCs of <= 16 CPUs)
@@ -252,8 +258,8 @@ mod tests {
     }
 
     #[test]
-    fn seed_tables_exact() {
-        // Copied from the seed's cover letter (util 0,5,15,...,85,86).
+    fn commit_message_tables_exact() {
+        // Copied from the SIS_UTIL commit message (util 0,5,15,...,85,86).
         let o = opts(112);
         let rows = scan_table(&o).unwrap();
         let utils: Vec<u64> = rows.iter().map(|r| r.util_pct).collect();

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! The loader's side of the scheduler's maps: the per-interval util and scan-depth update
+//! (UtilUpdate), the feature word read through its mmap, typed views of the .bss arrays,
+//! the feature map's pin, and the verifier's record. Used by the scheduler
+//! (src/scheduler.rs) and by `placement-cost --loader` (src/cost.rs).
+
+use anyhow::{Context, Result};
+use libbpf_rs::MapCore;
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::fs::PermissionsExt;
+
+use crate::bpf_skel::*;
+use crate::features;
+use crate::sis_util_depth::{scan_depth, UtilFilter};
+
+/// The feature word of a `sis_features` map (BPF_F_MMAPABLE), read through a shared
+/// read-only mapping: `scx_sisutil features` writes it with bpf(), the reader sees it.
+pub struct FeatureWord {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl FeatureWord {
+    pub fn map<M: AsFd>(map: &M) -> Result<Self> {
+        let len = 4096usize.max(unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize);
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                map.as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            anyhow::bail!(
+                "mapping the feature word: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(FeatureWord { ptr, len })
+    }
+
+    pub fn read(&self) -> u64 {
+        // SAFETY: a live, page-aligned mapping of the array's one u64 value
+        unsafe { std::ptr::read_volatile(self.ptr as *const u64) }
+    }
+}
+
+impl Drop for FeatureWord {
+    fn drop(&mut self) {
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+/// A .bss array of an intf.h type, as that type: every skeleton generates its own copy of
+/// the structs, with the same size.
+pub fn intf_slice<T, U>(s: &mut [T]) -> &mut [U] {
+    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<U>());
+    // the skeleton's copy drops intf.h's aligned(64); the variable itself is aligned
+    assert_eq!(s.as_ptr() as usize % std::mem::align_of::<U>(), 0);
+    // SAFETY: same size, aligned; both are plain-integer repr(C) structs of intf.h
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut U, s.len()) }
+}
+
+/// The loader's per-interval work: one util sample per CPU, the per-LLC sum, SIS_UTIL's
+/// depth (update_idle_cpu_scan, done here because sched_ext tasks are not in the fair
+/// class's load balance), written to the BPF side's cpu_ctxs and llc_ctxs.
+pub struct UtilUpdate {
+    /// per LLC: its CPUs
+    llcs: Vec<Vec<usize>>,
+    filters: Vec<UtilFilter>,
+    prev_idle: Vec<u64>,
+    prev_sample: u64,
+    imbalance_pct: u64,
+}
+
+/// A map value as native-endian u64 words (a trailing partial word is dropped).
+pub fn u64_words(v: &[u8]) -> Vec<u64> {
+    v.chunks_exact(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or_default()))
+        .collect()
+}
+
+/// The first u64 of an array map's element `key`, None if it cannot be read.
+pub fn lookup_u64<M: MapCore>(map: &M, key: u32) -> Option<u64> {
+    map.lookup(&key.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+        .ok()
+        .flatten()
+        .and_then(|v| u64_words(&v).first().copied())
+}
+
+/// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl UtilUpdate {
+    pub fn new(llcs: Vec<Vec<usize>>, nr_cpu_ids: usize, imbalance_pct: u64) -> Self {
+        UtilUpdate {
+            llcs,
+            filters: vec![UtilFilter::default(); nr_cpu_ids],
+            prev_idle: vec![0; nr_cpu_ids],
+            prev_sample: 0,
+            imbalance_pct,
+        }
+    }
+
+    /// One sample at `now` (CLOCK_MONOTONIC ns, the clock of bpf_ktime_get_ns()); with
+    /// `fit` (calibrate::fit_on), each LLC's depth comes from its calibrated curve where it
+    /// has one.
+    pub fn update(
+        &mut self,
+        feat: u64,
+        now: u64,
+        cpu_ctxs: &mut [crate::bpf_intf::cpu_ctx],
+        llc_ctxs: &mut [crate::bpf_intf::llc_ctx],
+        fit: Option<&[[Option<u64>; crate::calibrate::BUCKETS]]>,
+    ) {
+        let small_llc = crate::sis_util_depth::small_llc_on(feat);
+        let skip_same = feat & crate::bpf_intf::sis_feature_FEAT_KICK_SKIP_REDUNDANT as u64 != 0;
+        let period = now.saturating_sub(self.prev_sample);
+        let first = self.prev_sample == 0;
+        self.prev_sample = now;
+
+        for (l, cpus) in self.llcs.iter().enumerate() {
+            let mut sum = 0u64;
+            for &cpu in cpus {
+                let cc = &mut cpu_ctxs[cpu];
+                // idle_start first: an idle period that ends in between is then counted once
+                let start = unsafe { std::ptr::read_volatile(&cc.idle_start) };
+                let idle_ns = unsafe { std::ptr::read_volatile(&cc.idle_ns) };
+                let open = if start != 0 && now > start {
+                    now - start
+                } else {
+                    0
+                };
+                let idle_total = idle_ns + open;
+                let d_idle = idle_total.saturating_sub(self.prev_idle[cpu]).min(period);
+                self.prev_idle[cpu] = idle_total;
+                if first {
+                    continue;
+                }
+                let util = self.filters[cpu].update(period - d_idle, period);
+                unsafe { std::ptr::write_volatile(&mut cc.util, util) };
+                sum += util;
+            }
+            if first {
+                continue;
+            }
+            let lc = &mut llc_ctxs[l];
+            let mut depth = scan_depth(sum, cpus.len() as u64, self.imbalance_pct, small_llc);
+            if let Some(fit) = fit {
+                depth = crate::calibrate::fit_depth(fit.get(l), sum, cpus.len() as u64)
+                    .unwrap_or(depth);
+            }
+            lc.util_sum = sum;
+            // Mel Gorman's review of SIS_UTIL: do not write a shared line that would not change
+            if !skip_same || unsafe { std::ptr::read_volatile(&lc.nr_idle_scan) } != depth {
+                unsafe { std::ptr::write_volatile(&mut lc.nr_idle_scan, depth) };
+                lc.updates += 1;
+            }
+        }
+    }
+}
+
+/// The verifier's work per program (veristat's verified_insns): `name=N ...`, so that a
+/// change that makes the wake path harder to verify shows in the log and in the VM tests.
+pub fn verified_insns(skel: &BpfSkel<'_>) -> String {
+    use libbpf_rs::skel::Skel;
+    use std::os::fd::{AsFd, AsRawFd};
+    skel.object()
+        .progs()
+        .map(|p| {
+            let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+            let mut len = std::mem::size_of_val(&info) as u32;
+            let ret = unsafe {
+                libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
+                    p.as_fd().as_raw_fd(),
+                    &mut info,
+                    &mut len,
+                )
+            };
+            let n = if ret == 0 {
+                info.verified_insns.to_string()
+            } else {
+                "?".into()
+            };
+            format!("{}={n}", p.name().to_string_lossy())
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn pin_features(skel: &mut BpfSkel<'_>) -> Result<()> {
+    features::check_pin_dir()?;
+    std::fs::create_dir_all(features::PIN_DIR).with_context(|| {
+        format!(
+            "creating {} (is bpffs mounted on /sys/fs/bpf?)",
+            features::PIN_DIR
+        )
+    })?;
+    let _ = std::fs::set_permissions(features::PIN_DIR, std::fs::Permissions::from_mode(0o700));
+    // a pin left by an instance that was killed
+    let _ = std::fs::remove_file(features::PIN_PATH);
+    skel.maps
+        .sis_features
+        .pin(features::PIN_PATH)
+        .with_context(|| format!("pinning {}", features::PIN_PATH))?;
+    std::fs::set_permissions(features::PIN_PATH, std::fs::Permissions::from_mode(0o600))?;
+    Ok(())
+}
