@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-//! Reliability tests (issue 7): faults, CPU hotplug, hostile inputs, odd task shapes and
+//! Reliability tests: faults, CPU hotplug, hostile inputs, odd task shapes and
 //! topologies; nothing stalls, nothing is lost. On the real sched_ext kernels, in QEMU:
 //!
 //!     cargo test --release --test reliability -- --test-threads=2          (CI subset)
@@ -22,156 +22,12 @@
 //! Nothing is skipped: without QEMU or a kernel, tools/vm fails and so does the test.
 
 mod common;
-use common::output_forwarding_progress;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use common::{assert_passed, env_u32, run_vm, KnownIssue, Vm};
 
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn env_u32(name: &str, default: u32) -> u32 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
-/// One guest: kernel, tools/vm options besides --kernel, timeout, the command line.
-struct Vm<'a> {
-    kernel: &'a str,
-    opts: Vec<String>,
-    timeout_s: u32,
-}
-
-impl<'a> Vm<'a> {
-    fn new(kernel: &'a str, timeout_s: u32) -> Self {
-        Vm {
-            kernel,
-            opts: vec![],
-            timeout_s,
-        }
-    }
-    fn opt(mut self, k: &str, v: &str) -> Self {
-        self.opts.push(k.to_string());
-        self.opts.push(v.to_string());
-        self
-    }
-}
-
-struct Outcome {
-    name: String,
-    status: Option<i32>,
-    stdout: String,
-    stderr: String,
-    console: PathBuf,
-}
-
-impl Outcome {
-    fn figure(&self, key: &str) -> Option<&str> {
-        let prefix = format!("FIGURE {key}=");
-        self.stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(prefix.as_str()))
-    }
-    fn figure_u64(&self, key: &str) -> u64 {
-        self.figure(key)
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{}: no numeric FIGURE {key}", self.name))
-    }
-    /// The lines tools/vm lists under "kernel problem on the console:".
-    fn kernel_problems(&self) -> Vec<&str> {
-        let mut out = vec![];
-        let mut inside = false;
-        for l in self.stderr.lines() {
-            if l.contains("kernel problem on the console:") {
-                inside = true;
-            } else if inside && l.starts_with("  console:") {
-                out.push(l);
-            } else {
-                inside = false;
-            }
-        }
-        out
-    }
-    /// Where the console log is, for the failure messages.
-    fn logs(&self) -> String {
-        let kept: Vec<&str> = self
-            .stderr
-            .lines()
-            .filter_map(|l| l.split("console log kept in ").nth(1))
-            .collect();
-        format!(
-            "console log: {}{}",
-            self.console.display(),
-            if kept.is_empty() {
-                String::new()
-            } else {
-                format!(" (and {})", kept.join(", "))
-            }
-        )
-    }
-}
-
-/// Boot the guest, run `cmd`, print everything, return the outcome.
-fn run_vm(name: &str, vm: Vm, cmd: &str) -> Outcome {
-    let logs = repo().join("target/vm-logs");
-    std::fs::create_dir_all(&logs).expect("cannot create target/vm-logs");
-    let console = logs.join(format!("rel-{name}-console.log"));
-    let load0 = loadavg();
-    let t0 = Instant::now();
-    let mut tools_vm = Command::new(repo().join("tools/vm"));
-    tools_vm
-        .args(["--kernel", vm.kernel, "--no-build"])
-        .args(["--timeout", &vm.timeout_s.to_string()])
-        // A TCG guest on a busy host can fail the boot-time IO-APIC timer check and panic
-        // ("IO-APIC + timer doesn't work!"): seen here with 7 guests on 2 host cores.
-        .args(["--append", "no_timer_check"])
-        .args(&vm.opts)
-        .arg("--log")
-        .arg(&console)
-        .arg("--")
-        .arg(cmd)
-        // The binary cargo built for this test run (no nested cargo build).
-        .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
-        .stdin(Stdio::null());
-    let out = output_forwarding_progress(name, &mut tools_vm);
-    let secs = t0.elapsed().as_secs_f64();
-    let o = Outcome {
-        name: name.to_string(),
-        status: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        console,
-    };
-    println!(
-        "==== rel {name}: kernel {} {}: `{cmd}` -> exit {:?}, {secs:.1} s wall (host loadavg {load0} -> {})",
-        vm.kernel,
-        vm.opts.join(" "),
-        o.status,
-        loadavg()
-    );
-    for l in o.stdout.lines() {
-        println!("[{name}] {l}");
-    }
-    // (tools/vm's stderr was forwarded as it arrived, above the guest's output.)
-    println!("==== rel {name}: {secs:.1} s wall; {}", o.logs());
-    o
-}
-
-/// A kernel problem that is not scx_sisutil's and that a scenario may tolerate, by kernel.
-struct KnownIssue {
-    kernel: &'static str,
-    what: &'static str,
-    /// every line of the console's "kernel problem" list must contain one of these sets
-    lines: &'static [&'static [&'static str]],
+/// A reliability scenario's guest: tools/vm's default topology unless `opts` say otherwise;
+/// console log target/vm-logs/rel-NAME-console.log.
+fn rel_vm<'a>(kernel: &'a str, timeout_s: u32, opts: &[(&str, &str)]) -> Vm<'a> {
+    Vm::new(kernel, timeout_s).log_prefix("rel").opts(opts)
 }
 
 /// 6.12.117: CPU hotplug while a sched_ext scheduler is attached ends, after a few rounds,
@@ -198,71 +54,6 @@ const DL_SERVER_612: KnownIssue = KnownIssue {
     ],
 };
 
-/// Exit 0, no FAIL line, the PASS line, every expected check ran. `known`: kernel problems
-/// the scenario tolerates on that kernel (tools/vm fails the run on any WARNING).
-fn assert_passed(o: &Outcome, kernel: &str, script: &str, expected: &[&str], known: &[KnownIssue]) {
-    let fails: Vec<&str> = o
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("FAIL:"))
-        .collect();
-    assert!(
-        fails.is_empty(),
-        "{}: {}\n{}",
-        o.name,
-        fails.join("\n"),
-        o.logs()
-    );
-    let pass = format!("PASS {script}");
-    let passed = o.stdout.lines().any(|l| l.trim_end() == pass);
-    if o.status != Some(0) {
-        // tolerated only if the command itself passed and every kernel problem is known
-        let problems = o.kernel_problems();
-        let cmd_ok = o
-            .stderr
-            .contains("the kernel reported a problem (command exit status 0)");
-        let issue = known.iter().find(|k| {
-            k.kernel == kernel
-                && !problems.is_empty()
-                && problems
-                    .iter()
-                    .all(|l| k.lines.iter().any(|set| set.iter().all(|s| l.contains(s))))
-        });
-        match issue {
-            Some(k) if cmd_ok && passed => {
-                println!(
-                    "==== rel {}: NOTE: tolerated known kernel issue: {} ({} console lines):\n{}",
-                    o.name,
-                    k.what,
-                    problems.len(),
-                    problems.join("\n")
-                );
-            }
-            _ => panic!(
-                "{}: tools/vm exit status {:?} (see the output above); {}",
-                o.name,
-                o.status,
-                o.logs()
-            ),
-        }
-    }
-    assert!(
-        passed,
-        "{}: no '{pass}' line: the script stopped early; {}",
-        o.name,
-        o.logs()
-    );
-    let oks: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with("ok: ")).collect();
-    for e in expected {
-        assert!(
-            oks.iter().any(|l| l.contains(e)),
-            "{}: the check '{e}' did not run (ok lines: {oks:#?}); {}",
-            o.name,
-            o.logs()
-        );
-    }
-}
-
 /// Checks every scenario ends with.
 const END_CHECKS: &[&str] = &[
     "scx_sisutil exit status after SIGTERM = 0",
@@ -278,11 +69,11 @@ fn with_end(checks: &[&'static str]) -> Vec<&'static str> {
 // Soak: mixed load with live feature switches.
 
 fn soak(name: &str, kernel: &str, vm_opts: &[(&str, &str)], secs: u32) {
-    let mut vm = Vm::new(kernel, 900 + 3 * secs);
-    for (k, v) in vm_opts {
-        vm = vm.opt(k, v);
-    }
-    let o = run_vm(name, vm, &format!("rel-soak.sh {secs}"));
+    let o = run_vm(
+        name,
+        rel_vm(kernel, 900 + 3 * secs, vm_opts),
+        &format!("rel-soak.sh {secs}"),
+    );
     assert_passed(
         &o,
         kernel,
@@ -414,7 +205,7 @@ fn soak_6_12_big_llc32() {
 fn hotplug(name: &str, kernel: &str, rounds: u32) {
     let o = run_vm(
         name,
-        Vm::new(kernel, 1500 * rounds),
+        rel_vm(kernel, 1500 * rounds, &[]),
         &format!("rel-hotplug.sh {rounds}"),
     );
     let checks = [
@@ -462,7 +253,7 @@ fn hotplug_6_12() {
 // Task shapes.
 
 fn shapes(name: &str, kernel: &str) {
-    let o = run_vm(name, Vm::new(kernel, 1200), "rel-shapes.sh 10");
+    let o = run_vm(name, rel_vm(kernel, 1200, &[]), "rel-shapes.sh 10");
     assert_passed(
         &o,
         kernel,
@@ -497,7 +288,7 @@ fn shapes_6_12() {
 // Loader faults (SIGKILL, stale pin and socket, SIGSTOP), inputs, privileges.
 
 fn faults(name: &str, kernel: &str) {
-    let o = run_vm(name, Vm::new(kernel, 900), "rel-faults.sh 10");
+    let o = run_vm(name, rel_vm(kernel, 900, &[]), "rel-faults.sh 10");
     assert_passed(
         &o,
         kernel,
@@ -543,11 +334,11 @@ fn faults_6_12() {
 // Topologies: attach, short load, clean exit.
 
 fn topo(name: &str, kernel: &str, vm_opts: &[(&str, &str)], args: &str, timeout_s: u32) {
-    let mut vm = Vm::new(kernel, timeout_s);
-    for (k, v) in vm_opts {
-        vm = vm.opt(k, v);
-    }
-    let o = run_vm(name, vm, &format!("rel-topo.sh {args}"));
+    let o = run_vm(
+        name,
+        rel_vm(kernel, timeout_s, vm_opts),
+        &format!("rel-topo.sh {args}"),
+    );
     let mut checks = vec![
         "topology after attach:",
         "LLCs in the stats after attach",

@@ -23,8 +23,8 @@
 //! time bounds only.
 
 mod common;
-use common::output_forwarding_progress;
-use std::path::{Path, PathBuf};
+use common::{assert_passed, output_forwarding_progress, repo, run_vm, Vm};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -32,98 +32,6 @@ use std::time::Instant;
 const SMT2LLC: &str = "8,sockets=2,cores=2,threads=2";
 /// One LLC of 4 CPUs, no SMT.
 const FLAT: &str = "4";
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
-struct Outcome {
-    name: String,
-    status: Option<i32>,
-    stdout: String,
-}
-
-/// Boot a guest with `kernel` and `smp`, run `script` (a command line for the guest's
-/// busy-box sh), print everything, and return the outcome.
-fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> Outcome {
-    let logs = repo().join("target/vm-logs");
-    std::fs::create_dir_all(&logs).expect("cannot create target/vm-logs");
-    let console: PathBuf = logs.join(format!("vmtest-{name}-console.log"));
-    let attach = std::env::var("SISUTIL_VMTEST_ATTACH_TIMEOUT").unwrap_or_else(|_| "60".into());
-    let load0 = loadavg();
-    let t0 = Instant::now();
-    let mut cmd = Command::new(repo().join("tools/vm"));
-    cmd.args(["--kernel", kernel, "--smp", smp, "--no-build"])
-        .args(["--timeout", &timeout_s.to_string()])
-        .arg("--log")
-        .arg(&console)
-        .args(["--env", &format!("VMTEST_ATTACH_TIMEOUT={attach}")])
-        .arg("--")
-        .arg(script)
-        // The binary cargo built for this test run, whatever the profile.
-        .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
-        .stdin(Stdio::null());
-    let out = output_forwarding_progress(name, &mut cmd);
-    let secs = t0.elapsed().as_secs_f64();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-
-    println!(
-        "==== vmtest {name}: kernel {kernel}, smp {smp}: `{script}` -> exit {:?}, {secs:.1} s wall \
-         (host loadavg {load0} -> {})",
-        out.status.code(),
-        loadavg()
-    );
-    for l in stdout.lines() {
-        println!("[{name}] {l}");
-    }
-    // (tools/vm's stderr was forwarded as it arrived, above the guest's output.)
-    println!(
-        "==== vmtest {name}: {secs:.1} s wall; console log {}",
-        console.display()
-    );
-    Outcome {
-        name: name.to_string(),
-        status: out.status.code(),
-        stdout,
-    }
-}
-
-/// The script passed: exit 0, no FAIL line, its PASS line, and every expected check ran
-/// (an `ok:` line containing each string).
-fn assert_passed(o: &Outcome, script: &str, expected: &[&str]) {
-    let fails: Vec<&str> = o
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("FAIL:"))
-        .collect();
-    assert!(fails.is_empty(), "{}: {}", o.name, fails.join("\n"));
-    assert_eq!(
-        o.status,
-        Some(0),
-        "{}: tools/vm exit status (see the output above)",
-        o.name
-    );
-    let pass = format!("PASS {script}");
-    assert!(
-        o.stdout.lines().any(|l| l.trim_end() == pass),
-        "{}: no '{pass}' line: the script stopped early",
-        o.name
-    );
-    let oks: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with("ok: ")).collect();
-    for e in expected {
-        assert!(
-            oks.iter().any(|l| l.contains(e)),
-            "{}: the check '{e}' did not run (ok lines: {oks:#?})",
-            o.name
-        );
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // A. basic: attach, >= 30 s of stress-ng + hackbench, SIGTERM, SIGKILL, restart, SIGINT.
@@ -143,14 +51,10 @@ const BASIC_CHECKS: &[&str] = &[
 ];
 
 fn basic(name: &str, kernel: &str, smp: &str) {
-    let o = run_vm(name, kernel, smp, 540, "basic.sh 30");
-    assert_passed(&o, "basic", BASIC_CHECKS);
+    let o = run_vm(name, Vm::new(kernel, 540).smp(smp), "basic.sh 30");
+    assert_passed(&o, kernel, "basic", BASIC_CHECKS, &[]);
     // The SIGTERM run, the SIGKILL run and the SIGINT run each end in state disabled.
-    let disabled = o
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("ok: state disabled within 10 s"))
-        .count();
+    let disabled = o.oks_starting("state disabled within 10 s");
     assert_eq!(
         disabled, 3,
         "{name}: want 3 'state disabled' checks (SIGTERM, SIGKILL, SIGINT)"
@@ -246,9 +150,10 @@ fn basic_6_12_flat() {
 // B. features: live switching, bad names, and a measurable behaviour change.
 
 fn features_live(name: &str, kernel: &str) {
-    let o = run_vm(name, kernel, SMT2LLC, 600, "features.sh");
+    let o = run_vm(name, Vm::new(kernel, 600).smp(SMT2LLC), "features.sh");
     assert_passed(
         &o,
+        kernel,
         "features",
         &[
             "SIS_UTIL after NO_SIS_UTIL = off",
@@ -268,6 +173,7 @@ fn features_live(name: &str, kernel: &str) {
             "exit status after SIGTERM = 0",
             "dmesg: no abnormal sched_ext disable",
         ],
+        &[],
     );
     // Every phase printed all eight per-feature hit counters (the note needs them).
     for phase in ["sisutil", "none", "sisprop", "light"] {
@@ -294,9 +200,10 @@ fn features_live_6_12() {
 // C. util_depth: SIS_UTIL's nr_idle_scan follows the load.
 
 fn util_depth(name: &str, kernel: &str) {
-    let o = run_vm(name, kernel, SMT2LLC, 480, "util-depth.sh 8");
+    let o = run_vm(name, Vm::new(kernel, 480).smp(SMT2LLC), "util-depth.sh 8");
     assert_passed(
         &o,
+        kernel,
         "util-depth",
         &[
             "idle: nr_idle_scan == weight on every LLC",
@@ -307,6 +214,7 @@ fn util_depth(name: &str, kernel: &str) {
             "exit status after SIGTERM = 0",
             "dmesg: no abnormal sched_ext disable",
         ],
+        &[],
     );
 }
 
@@ -324,9 +232,10 @@ fn util_depth_6_12() {
 // D. monitor: JSON reports, waiting with no scheduler, permission error.
 
 fn monitor(name: &str, kernel: &str) {
-    let o = run_vm(name, kernel, SMT2LLC, 480, "monitor.sh 2");
+    let o = run_vm(name, Vm::new(kernel, 480).smp(SMT2LLC), "monitor.sh 2");
     assert_passed(
         &o,
+        kernel,
         "monitor",
         &[
             "LLCs seen by the guest kernel = 2",
@@ -342,6 +251,7 @@ fn monitor(name: &str, kernel: &str) {
             "monitor as nobody fails with:",
             "exit status after SIGINT = 0",
         ],
+        &[],
     );
 }
 
@@ -360,9 +270,14 @@ fn monitor_6_12() {
 
 #[test]
 fn errors_vm_6_12() {
-    let o = run_vm("errors_vm_6_12", "6.12", SMT2LLC, 420, "errors.sh");
+    let o = run_vm(
+        "errors_vm_6_12",
+        Vm::new("6.12", 420).smp(SMT2LLC),
+        "errors.sh",
+    );
     assert_passed(
         &o,
+        "6.12",
         "errors",
         &[
             "scx_sisutil as nobody: exit 1, one line: scx_sisutil: error: must run as root",
@@ -379,6 +294,7 @@ fn errors_vm_6_12() {
             "exit status after SIGTERM = 0",
             "dmesg: no abnormal sched_ext disable",
         ],
+        &[],
     );
 }
 
