@@ -21,8 +21,9 @@
 //! TCG emulation, where durations are distorted: the tests assert counts, never speeds.
 //! Nothing is skipped: without QEMU or a kernel, tools/vm fails and so does the test.
 
+#[macro_use]
 mod common;
-use common::{assert_passed, env_u32, run_vm, KnownIssue, Vm};
+use common::{env_u32, run_script, KnownIssue, Vm};
 
 /// A reliability scenario's guest: tools/vm's default topology unless `opts` say otherwise;
 /// console log target/vm-logs/rel-NAME-console.log.
@@ -69,15 +70,10 @@ fn with_end(checks: &[&'static str]) -> Vec<&'static str> {
 // Soak: mixed load with live feature switches.
 
 fn soak(name: &str, kernel: &str, vm_opts: &[(&str, &str)], secs: u32) {
-    let o = run_vm(
+    let o = run_script(
         name,
         rel_vm(kernel, 900 + 3 * secs, vm_opts),
         &format!("rel-soak.sh {secs}"),
-    );
-    assert_passed(
-        &o,
-        kernel,
-        "rel-soak",
         &with_end(&[
             "live switches",
             "stress-ng completed (status 0)",
@@ -119,14 +115,9 @@ fn soak_secs() -> u32 {
     env_u32("SISUTIL_SOAK_SECS", 60)
 }
 
-#[test]
-fn soak_7() {
-    soak("soak_7", "7", &[], soak_secs());
-}
-
-#[test]
-fn soak_6_12() {
-    soak("soak_6_12", "6.12", &[], soak_secs());
+vm_tests! {
+    soak_7 = soak("7", &[], soak_secs());
+    soak_6_12 = soak("6.12", &[], soak_secs());
 }
 
 // The long versions, one per topology (tools/soak sets SISUTIL_SOAK_SECS=300).
@@ -139,75 +130,23 @@ const BIG_LLC32: &[(&str, &str)] = &[
     ("--mem", "3G"),
 ];
 
-#[test]
-#[ignore]
-fn soak_7_flat4() {
-    soak("soak_7_flat4", "7", FLAT4, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_6_12_flat4() {
-    soak("soak_6_12_flat4", "6.12", FLAT4, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_7_one_cpu() {
-    soak("soak_7_one_cpu", "7", ONE_CPU, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_6_12_one_cpu() {
-    soak("soak_6_12_one_cpu", "6.12", ONE_CPU, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_7_small_llcs() {
-    soak("soak_7_small_llcs", "7", SMALL_LLCS, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_6_12_small_llcs() {
-    soak("soak_6_12_small_llcs", "6.12", SMALL_LLCS, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_7_numa2() {
-    soak("soak_7_numa2", "7", NUMA2, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_6_12_numa2() {
-    soak("soak_6_12_numa2", "6.12", NUMA2, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_7_big_llc32() {
-    soak("soak_7_big_llc32", "7", BIG_LLC32, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_6_12_big_llc32() {
-    soak("soak_6_12_big_llc32", "6.12", BIG_LLC32, soak_secs());
+vm_tests! {
+    #[ignore] soak_7_flat4 = soak("7", FLAT4, soak_secs());
+    #[ignore] soak_6_12_flat4 = soak("6.12", FLAT4, soak_secs());
+    #[ignore] soak_7_one_cpu = soak("7", ONE_CPU, soak_secs());
+    #[ignore] soak_6_12_one_cpu = soak("6.12", ONE_CPU, soak_secs());
+    #[ignore] soak_7_small_llcs = soak("7", SMALL_LLCS, soak_secs());
+    #[ignore] soak_6_12_small_llcs = soak("6.12", SMALL_LLCS, soak_secs());
+    #[ignore] soak_7_numa2 = soak("7", NUMA2, soak_secs());
+    #[ignore] soak_6_12_numa2 = soak("6.12", NUMA2, soak_secs());
+    #[ignore] soak_7_big_llc32 = soak("7", BIG_LLC32, soak_secs());
+    #[ignore] soak_6_12_big_llc32 = soak("6.12", BIG_LLC32, soak_secs());
 }
 
 // ---------------------------------------------------------------------------------------
 // CPU hotplug under load.
 
 fn hotplug(name: &str, kernel: &str, rounds: u32) {
-    let o = run_vm(
-        name,
-        rel_vm(kernel, 1500 * rounds, &[]),
-        &format!("rel-hotplug.sh {rounds}"),
-    );
     let checks = [
         "cpu3 online=0: ejected, restarted, attached again",
         "cpu3 online=1: ejected, restarted, attached again",
@@ -220,10 +159,10 @@ fn hotplug(name: &str, kernel: &str, rounds: u32) {
         "offline back to back: attached",
         "online back to back: attached",
     ];
-    assert_passed(
-        &o,
-        kernel,
-        "rel-hotplug",
+    let o = run_script(
+        name,
+        rel_vm(kernel, 1500 * rounds, &[]),
+        &format!("rel-hotplug.sh {rounds}"),
         &with_end(&checks),
         &[DL_SERVER_612],
     );
@@ -239,25 +178,19 @@ fn hotplug(name: &str, kernel: &str, rounds: u32) {
     );
 }
 
-#[test]
-fn hotplug_7() {
-    hotplug("hotplug_7", "7", env_u32("SISUTIL_REL_ROUNDS", 1));
-}
-
-#[test]
-fn hotplug_6_12() {
-    hotplug("hotplug_6_12", "6.12", env_u32("SISUTIL_REL_ROUNDS", 1));
+vm_tests! {
+    hotplug_7 = hotplug("7", env_u32("SISUTIL_REL_ROUNDS", 1));
+    hotplug_6_12 = hotplug("6.12", env_u32("SISUTIL_REL_ROUNDS", 1));
 }
 
 // ---------------------------------------------------------------------------------------
 // Task shapes.
 
 fn shapes(name: &str, kernel: &str) {
-    let o = run_vm(name, rel_vm(kernel, 1200, &[]), "rel-shapes.sh 10");
-    assert_passed(
-        &o,
-        kernel,
-        "rel-shapes",
+    run_script(
+        name,
+        rel_vm(kernel, 1200, &[]),
+        "rel-shapes.sh 10",
         &with_end(&[
             "still enabled after pinned hogs",
             "still enabled after",
@@ -274,25 +207,19 @@ fn shapes(name: &str, kernel: &str) {
     );
 }
 
-#[test]
-fn shapes_7() {
-    shapes("shapes_7", "7");
-}
-
-#[test]
-fn shapes_6_12() {
-    shapes("shapes_6_12", "6.12");
+vm_tests! {
+    shapes_7 = shapes("7");
+    shapes_6_12 = shapes("6.12");
 }
 
 // ---------------------------------------------------------------------------------------
 // Loader faults (SIGKILL, stale pin and socket, SIGSTOP), inputs, privileges.
 
 fn faults(name: &str, kernel: &str) {
-    let o = run_vm(name, rel_vm(kernel, 900, &[]), "rel-faults.sh 10");
-    assert_passed(
-        &o,
-        kernel,
-        "rel-faults",
+    let o = run_script(
+        name,
+        rel_vm(kernel, 900, &[]),
+        "rel-faults.sh 10",
         &with_end(&[
             "features with no scheduler running: exit 1",
             "features NO_SIS_UTIL with no scheduler running: exit 1",
@@ -320,25 +247,15 @@ fn faults(name: &str, kernel: &str) {
     );
 }
 
-#[test]
-fn faults_7() {
-    faults("faults_7", "7");
-}
-
-#[test]
-fn faults_6_12() {
-    faults("faults_6_12", "6.12");
+vm_tests! {
+    faults_7 = faults("7");
+    faults_6_12 = faults("6.12");
 }
 
 // ---------------------------------------------------------------------------------------
 // Topologies: attach, short load, clean exit.
 
 fn topo(name: &str, kernel: &str, vm_opts: &[(&str, &str)], args: &str, timeout_s: u32) {
-    let o = run_vm(
-        name,
-        rel_vm(kernel, timeout_s, vm_opts),
-        &format!("rel-topo.sh {args}"),
-    );
     let mut checks = vec![
         "topology after attach:",
         "LLCs in the stats after attach",
@@ -348,91 +265,35 @@ fn topo(name: &str, kernel: &str, vm_opts: &[(&str, &str)], args: &str, timeout_
     if args.split_whitespace().count() >= 3 {
         checks.push("topology after onlining cpu");
     }
-    assert_passed(&o, kernel, "rel-topo", &with_end(&checks), &[]);
+    let o = run_script(
+        name,
+        rel_vm(kernel, timeout_s, vm_opts),
+        &format!("rel-topo.sh {args}"),
+        &with_end(&checks),
+        &[],
+    );
     println!(
         "==== rel {name}: TOPOLOGY {}",
         o.figure("topology").unwrap_or("?")
     );
 }
 
-#[test]
-fn topo_7_one_cpu() {
-    topo("topo_7_one_cpu", "7", ONE_CPU, "10", 600);
-}
-
-#[test]
-fn topo_7_no_smt() {
-    topo("topo_7_no_smt", "7", FLAT4, "10", 600);
-}
-
-#[test]
-fn topo_7_small_llcs() {
-    topo("topo_7_small_llcs", "7", SMALL_LLCS, "10", 900);
-}
-
-#[test]
-fn topo_7_numa2() {
-    topo("topo_7_numa2", "7", NUMA2, "10", 600);
-}
-
 /// Holes in the CPU ids: maxcpus=6 keeps two CPUs offline at boot (the kernel brings up
-/// 0-4,6 in APIC order), cpu1 goes offline before the start; then one of the CPUs kept
-/// offline at boot comes online under the scheduler.
-#[test]
-fn topo_7_holes() {
-    topo(
-        "topo_7_holes",
-        "7",
-        &[("--append", "maxcpus=6")],
-        "10 1 auto",
-        600,
-    );
-}
+/// 0-4,6 in APIC order), cpu1 goes offline before the start (rel-topo.sh's `1`); then one
+/// of the CPUs kept offline at boot comes online under the scheduler (`auto`).
+const HOLES: &[(&str, &str)] = &[("--append", "maxcpus=6")];
 
-#[test]
-#[ignore]
-fn topo_7_big_llc32() {
-    topo("topo_7_big_llc32", "7", BIG_LLC32, "10", 1800);
-}
-
-#[test]
-#[ignore]
-fn topo_6_12_one_cpu() {
-    topo("topo_6_12_one_cpu", "6.12", ONE_CPU, "10", 600);
-}
-
-#[test]
-#[ignore]
-fn topo_6_12_no_smt() {
-    topo("topo_6_12_no_smt", "6.12", FLAT4, "10", 600);
-}
-
-#[test]
-#[ignore]
-fn topo_6_12_small_llcs() {
-    topo("topo_6_12_small_llcs", "6.12", SMALL_LLCS, "10", 900);
-}
-
-#[test]
-#[ignore]
-fn topo_6_12_numa2() {
-    topo("topo_6_12_numa2", "6.12", NUMA2, "10", 600);
-}
-
-#[test]
-#[ignore]
-fn topo_6_12_holes() {
-    topo(
-        "topo_6_12_holes",
-        "6.12",
-        &[("--append", "maxcpus=6")],
-        "10 1 auto",
-        600,
-    );
-}
-
-#[test]
-#[ignore]
-fn topo_6_12_big_llc32() {
-    topo("topo_6_12_big_llc32", "6.12", BIG_LLC32, "10", 1800);
+vm_tests! {
+    topo_7_one_cpu = topo("7", ONE_CPU, "10", 600);
+    topo_7_no_smt = topo("7", FLAT4, "10", 600);
+    topo_7_small_llcs = topo("7", SMALL_LLCS, "10", 900);
+    topo_7_numa2 = topo("7", NUMA2, "10", 600);
+    topo_7_holes = topo("7", HOLES, "10 1 auto", 600);
+    #[ignore] topo_7_big_llc32 = topo("7", BIG_LLC32, "10", 1800);
+    #[ignore] topo_6_12_one_cpu = topo("6.12", ONE_CPU, "10", 600);
+    #[ignore] topo_6_12_no_smt = topo("6.12", FLAT4, "10", 600);
+    #[ignore] topo_6_12_small_llcs = topo("6.12", SMALL_LLCS, "10", 900);
+    #[ignore] topo_6_12_numa2 = topo("6.12", NUMA2, "10", 600);
+    #[ignore] topo_6_12_holes = topo("6.12", HOLES, "10 1 auto", 600);
+    #[ignore] topo_6_12_big_llc32 = topo("6.12", BIG_LLC32, "10", 1800);
 }

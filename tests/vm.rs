@@ -22,8 +22,9 @@
 //! emulation, where durations are distorted: the tests assert counts, ratios and generous
 //! time bounds only.
 
+#[macro_use]
 mod common;
-use common::{assert_passed, output_forwarding_progress, repo, run_vm, Vm};
+use common::{output_forwarding_progress, repo, run_script, Vm};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -51,8 +52,13 @@ const BASIC_CHECKS: &[&str] = &[
 ];
 
 fn basic(name: &str, kernel: &str, smp: &str) {
-    let o = run_vm(name, Vm::new(kernel, 540).smp(smp), "basic.sh 30");
-    assert_passed(&o, kernel, "basic", BASIC_CHECKS, &[]);
+    let o = run_script(
+        name,
+        Vm::new(kernel, 540).smp(smp),
+        "basic.sh 30",
+        BASIC_CHECKS,
+        &[],
+    );
     // The SIGTERM run, the SIGKILL run and the SIGINT run each end in state disabled.
     let disabled = o.oks_starting("state disabled within 10 s");
     assert_eq!(
@@ -126,35 +132,21 @@ fn verifier_record(name: &str, stdout: &str) {
     );
 }
 
-#[test]
-fn basic_7_smt2llc() {
-    basic("basic_7_smt2llc", "7", SMT2LLC);
-}
-
-#[test]
-fn basic_7_flat() {
-    basic("basic_7_flat", "7", FLAT);
-}
-
-#[test]
-fn basic_6_12_smt2llc() {
-    basic("basic_6_12_smt2llc", "6.12", SMT2LLC);
-}
-
-#[test]
-fn basic_6_12_flat() {
-    basic("basic_6_12_flat", "6.12", FLAT);
+vm_tests! {
+    basic_7_smt2llc = basic("7", SMT2LLC);
+    basic_7_flat = basic("7", FLAT);
+    basic_6_12_smt2llc = basic("6.12", SMT2LLC);
+    basic_6_12_flat = basic("6.12", FLAT);
 }
 
 // ---------------------------------------------------------------------------------------
 // B. features: live switching, bad names, and a measurable behaviour change.
 
 fn features_live(name: &str, kernel: &str) {
-    let o = run_vm(name, Vm::new(kernel, 600).smp(SMT2LLC), "features.sh");
-    assert_passed(
-        &o,
-        kernel,
-        "features",
+    let o = run_script(
+        name,
+        Vm::new(kernel, 600).smp(SMT2LLC),
+        "features.sh",
         &[
             "SIS_UTIL after NO_SIS_UTIL = off",
             "SIS_PROP after SIS_PROP = on",
@@ -186,25 +178,19 @@ fn features_live(name: &str, kernel: &str) {
     }
 }
 
-#[test]
-fn features_live_7() {
-    features_live("features_live_7", "7");
-}
-
-#[test]
-fn features_live_6_12() {
-    features_live("features_live_6_12", "6.12");
+vm_tests! {
+    features_live_7 = features_live("7");
+    features_live_6_12 = features_live("6.12");
 }
 
 // ---------------------------------------------------------------------------------------
 // C. util_depth: SIS_UTIL's nr_idle_scan follows the load.
 
 fn util_depth(name: &str, kernel: &str) {
-    let o = run_vm(name, Vm::new(kernel, 480).smp(SMT2LLC), "util-depth.sh 8");
-    assert_passed(
-        &o,
-        kernel,
-        "util-depth",
+    run_script(
+        name,
+        Vm::new(kernel, 480).smp(SMT2LLC),
+        "util-depth.sh 8",
         &[
             "idle: nr_idle_scan == weight on every LLC",
             "saturated: nr_idle_scan 0 on every LLC",
@@ -218,25 +204,19 @@ fn util_depth(name: &str, kernel: &str) {
     );
 }
 
-#[test]
-fn util_depth_7() {
-    util_depth("util_depth_7", "7");
-}
-
-#[test]
-fn util_depth_6_12() {
-    util_depth("util_depth_6_12", "6.12");
+vm_tests! {
+    util_depth_7 = util_depth("7");
+    util_depth_6_12 = util_depth("6.12");
 }
 
 // ---------------------------------------------------------------------------------------
 // D. monitor: JSON reports, waiting with no scheduler, permission error.
 
 fn monitor(name: &str, kernel: &str) {
-    let o = run_vm(name, Vm::new(kernel, 480).smp(SMT2LLC), "monitor.sh 2");
-    assert_passed(
-        &o,
-        kernel,
-        "monitor",
+    run_script(
+        name,
+        Vm::new(kernel, 480).smp(SMT2LLC),
+        "monitor.sh 2",
         &[
             "LLCs seen by the guest kernel = 2",
             "monitor with no scheduler still waiting after 3 s",
@@ -255,14 +235,9 @@ fn monitor(name: &str, kernel: &str) {
     );
 }
 
-#[test]
-fn monitor_7() {
-    monitor("monitor_7", "7");
-}
-
-#[test]
-fn monitor_6_12() {
-    monitor("monitor_6_12", "6.12");
+vm_tests! {
+    monitor_7 = monitor("7");
+    monitor_6_12 = monitor("6.12");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -270,15 +245,10 @@ fn monitor_6_12() {
 
 #[test]
 fn errors_vm_6_12() {
-    let o = run_vm(
+    run_script(
         "errors_vm_6_12",
         Vm::new("6.12", 420).smp(SMT2LLC),
         "errors.sh",
-    );
-    assert_passed(
-        &o,
-        "6.12",
-        "errors",
         &[
             "scx_sisutil as nobody: exit 1, one line: scx_sisutil: error: must run as root",
             "scx_sisutil --slice-us 0: exit 2, one line",
@@ -372,4 +342,72 @@ fn silent_guest_is_stopped() {
     );
     // Far below --timeout 300: the silence limit stopped it (image build and probe included).
     assert!(secs < 120.0, "took {secs:.1} s");
+}
+
+/// `systemd-analyze verify`'s complaints about a unit file, but the one about the binary not
+/// being installed (/usr/bin/scx_sisutil) where it is not.
+fn unit_problems(unit: &Path) -> Vec<String> {
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(unit)
+        .stdin(Stdio::null())
+        .output()
+        .expect("cannot run systemd-analyze (Debian's systemd package)");
+    let installed = Path::new("/usr/bin/scx_sisutil").exists();
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    let mut problems: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter(|l| installed || !l.contains("Command /usr/bin/scx_sisutil is not executable"))
+        .map(String::from)
+        .collect();
+    if problems.is_empty() && installed && !out.status.success() {
+        problems.push(format!("exit status {:?}", out.status.code()));
+    }
+    problems
+}
+
+/// dist/scx_sisutil.service: systemd accepts it (every key known, every value parsed), it
+/// runs /usr/bin/scx_sisutil with $SCX_FLAGS from an optional /etc/default/scx_sisutil, and
+/// the check itself catches a broken unit (a misspelt key, an invalid Restart=).
+#[test]
+fn service_unit_verifies() {
+    let unit = repo().join("dist/scx_sisutil.service");
+    let text = std::fs::read_to_string(&unit).expect("dist/scx_sisutil.service");
+    for want in [
+        "EnvironmentFile=-/etc/default/scx_sisutil",
+        "ExecStart=/usr/bin/scx_sisutil $SCX_FLAGS",
+        "Restart=on-failure",
+        "ConditionPathIsDirectory=/sys/kernel/sched_ext",
+    ] {
+        assert!(
+            text.lines().any(|l| l == want),
+            "no line '{want}' in the unit"
+        );
+    }
+    let defaults = std::fs::read_to_string(repo().join("dist/scx_sisutil.default"))
+        .expect("dist/scx_sisutil.default");
+    assert!(defaults.lines().any(|l| l.starts_with("SCX_FLAGS=")));
+    let problems = unit_problems(&unit);
+    println!("systemd-analyze verify {}: {problems:?}", unit.display());
+    assert!(problems.is_empty(), "{problems:#?}");
+
+    let dir = repo().join("target/unit-check");
+    std::fs::create_dir_all(&dir).expect("target/unit-check");
+    let bad = dir.join("scx_sisutil.service");
+    let broken = text
+        .replace("Restart=on-failure", "Restart=sometimes")
+        .replace("Type=simple", "Typ=simple");
+    std::fs::write(&bad, broken).expect("writing the broken unit");
+    let caught = unit_problems(&bad);
+    println!("a broken copy: {caught:?}");
+    assert!(
+        caught.iter().any(|l| l.contains("Unknown key 'Typ'")),
+        "{caught:#?}"
+    );
+    assert!(
+        caught.iter().any(|l| l.contains("sometimes")),
+        "{caught:#?}"
+    );
 }

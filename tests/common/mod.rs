@@ -21,6 +21,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+/// `#[test]` functions that each call a scenario with the test's own name first:
+/// `vm_tests! { soak_7 = soak("7", &[], 60); #[ignore] soak_6_12 = soak("6.12", &[], 60); }`
+/// makes `fn soak_7() { soak("soak_7", "7", &[], 60) }` and so on.
+#[macro_export]
+macro_rules! vm_tests {
+    ($( $(#[$a:meta])* $name:ident = $f:ident($($arg:expr),* $(,)?); )*) => {
+        $( #[test] $(#[$a])* fn $name() { $f(stringify!($name), $($arg),*) } )*
+    };
+}
+
 pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -185,6 +195,22 @@ pub fn run_vm(name: &str, vm: Vm, cmd: &str) -> Outcome {
     }
     // (tools/vm's stderr was forwarded as it arrived, above the guest's output.)
     println!("==== {name}: {secs:.1} s wall; {}", o.logs());
+    o
+}
+
+/// [`run_vm`], then [`assert_passed`] for the script `cmd` starts with (`basic.sh 30` ->
+/// `PASS basic`).
+pub fn run_script(
+    name: &str,
+    vm: Vm,
+    cmd: &str,
+    expected: &[&str],
+    known: &[KnownIssue],
+) -> Outcome {
+    let kernel = vm.kernel;
+    let script = cmd.split_whitespace().next().unwrap_or(cmd);
+    let o = run_vm(name, vm, cmd);
+    assert_passed(&o, kernel, script.trim_end_matches(".sh"), expected, known);
     o
 }
 
