@@ -106,8 +106,19 @@ fn verifier_record(name: &str, stdout: &str) {
         );
         return;
     }
+    let bad = verifier_growth(name, &now, &text);
+    assert!(
+        bad.is_empty(),
+        "{name}: verifier complexity not recorded in docs/verifier-insns.txt (rerun with \
+         SISUTIL_VERIFIER_RECORD=1 and commit the record): {bad:?}"
+    );
+}
+
+/// The programs of `now` without a record for test `name` in `text`, or grown by more than
+/// 25 % over it.
+fn verifier_growth(name: &str, now: &[(String, u64)], text: &str) -> Vec<String> {
     let mut bad = vec![];
-    for (p, n) in &now {
+    for (p, n) in now {
         let rec = text.lines().find_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             (f.len() == 3 && f[0] == name && f[1] == p).then(|| f[2].parse::<u64>().ok())?
@@ -125,11 +136,36 @@ fn verifier_record(name: &str, stdout: &str) {
             }
         }
     }
-    assert!(
-        bad.is_empty(),
-        "{name}: verifier complexity not recorded in docs/verifier-insns.txt (rerun with \
-         SISUTIL_VERIFIER_RECORD=1 and commit the record): {bad:?}"
-    );
+    bad
+}
+
+/// The growth check itself, on the committed record (no VM): the recorded counts pass, a
+/// program grown by more than 25 % fails, and so does a program without a record.
+#[test]
+fn verifier_growth_check_catches_growth() {
+    let text = std::fs::read_to_string(repo().join("docs/verifier-insns.txt"))
+        .expect("docs/verifier-insns.txt");
+    let rec: Vec<(String, u64)> = text
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[0] == "basic_7_smt2llc")
+                .then(|| (f[1].to_string(), f[2].parse().ok()))
+        })
+        .filter_map(|(p, n)| Some((p, n?)))
+        .collect();
+    let sel = rec
+        .iter()
+        .find(|(p, _)| p == "sisutil_select_cpu")
+        .expect("a record of sisutil_select_cpu for basic_7_smt2llc")
+        .1;
+    assert!(verifier_growth("basic_7_smt2llc", &rec, &text).is_empty());
+    let at = |n: u64| vec![("sisutil_select_cpu".to_string(), n)];
+    assert!(verifier_growth("basic_7_smt2llc", &at(sel * 125 / 100), &text).is_empty());
+    let grown = verifier_growth("basic_7_smt2llc", &at(sel * 126 / 100 + 1), &text);
+    assert_eq!(grown.len(), 1, "{grown:?}");
+    let new = vec![("sisutil_new_prog".to_string(), 10)];
+    assert_eq!(verifier_growth("basic_7_smt2llc", &new, &text).len(), 1);
 }
 
 vm_tests! {
