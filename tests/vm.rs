@@ -25,7 +25,7 @@
 #[macro_use]
 mod common;
 use common::{output_forwarding_progress, repo, run_script, Vm};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -445,5 +445,96 @@ fn service_unit_verifies() {
     assert!(
         caught.iter().any(|l| l.contains("sometimes")),
         "{caught:#?}"
+    );
+}
+
+/// The build's include directories for the BPF objects: scx's headers (unpacked by
+/// scx_cargo into the build script's OUT_DIR) and libbpf's.
+fn bpf_include_dirs() -> Vec<PathBuf> {
+    let mut dirs = vec![];
+    for profile in ["release", "debug"] {
+        let Ok(rd) = std::fs::read_dir(repo().join("target").join(profile).join("build")) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("scx_sisutil-") && p.join("out/scx_utils-bpf_h/scx").is_dir() {
+                let h = p.join("out/scx_utils-bpf_h");
+                dirs.extend([h.join("arch/x86"), h.join("bpf-compat"), h]);
+            } else if name.starts_with("libbpf-sys-") && p.join("out/include/bpf").is_dir() {
+                dirs.push(p.join("out/include"));
+            }
+        }
+        if !dirs.is_empty() {
+            break;
+        }
+    }
+    dirs.push(repo().join("src/bpf"));
+    dirs
+}
+
+/// clang's errors for one BPF source compiled alone (-fsyntax-only), as the build compiles.
+fn bpf_compile_errors(file: &Path) -> Vec<String> {
+    let clang = std::env::var("BPF_CLANG").unwrap_or_else(|_| "clang-19".into());
+    let mut cmd = Command::new(&clang);
+    cmd.args([
+        "-fsyntax-only",
+        "-target",
+        "bpf",
+        "-D__TARGET_ARCH_x86",
+        "-x",
+        "c",
+    ]);
+    for d in bpf_include_dirs() {
+        cmd.arg("-I").arg(d);
+    }
+    let out = cmd
+        .arg(file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {clang} (BPF_CLANG): {e}"));
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.contains("error:"))
+        .map(String::from)
+        .collect()
+}
+
+/// Every BPF header compiles on its own: it includes what it uses, no include order
+/// (docs/DESIGN.md, "Layout of the BPF code"). A header that uses ctx.bpf.h's stat_inc()
+/// without including it must fail the same check. Needs a release build (its include dirs).
+#[test]
+fn bpf_headers_compile_alone() {
+    let mut headers: Vec<PathBuf> = std::fs::read_dir(repo().join("src/bpf"))
+        .expect("src/bpf")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".bpf.h"))
+        .collect();
+    headers.sort();
+    assert!(headers.len() >= 10, "{headers:?}");
+    let mut bad = vec![];
+    for h in &headers {
+        let errors = bpf_compile_errors(h);
+        println!("{}: {} errors", h.display(), errors.len());
+        if !errors.is_empty() {
+            bad.push(format!("{}: {errors:?}", h.display()));
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+
+    let dir = repo().join("target/unit-check");
+    std::fs::create_dir_all(&dir).expect("target/unit-check");
+    let lone = dir.join("lone.bpf.h");
+    std::fs::write(
+        &lone,
+        "#pragma once\n#include \"sis_ctx.bpf.h\"\nstatic void f(void) { stat_inc(0, 0); }\n",
+    )
+    .expect("writing target/unit-check/lone.bpf.h");
+    let errors = bpf_compile_errors(&lone);
+    assert!(
+        errors.iter().any(|l| l.contains("stat_inc")),
+        "a header missing its include compiled: {errors:?}"
     );
 }
