@@ -8,38 +8,18 @@
 
 use std::mem::MaybeUninit;
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, OpenObject, ProgramInput};
+use libbpf_rs::{MapCore, MapFlags, ProgramInput};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::bpf_intf as bi;
 use crate::calibrate::{Rec, BUCKETS};
+use crate::sis_test::skel::{types, SisTestSkel};
+use crate::sis_test::{load_skel as load, F_SIS_PROP, F_SIS_UTIL, MAX_CPUS, WORDS};
 use crate::topology::{copy_same_c_type, TopoDesc};
 
-mod skel {
-    include!(concat!(env!("OUT_DIR"), "/sis_test_skel.rs"));
-}
-use skel::{types, SisTestSkel, SisTestSkelBuilder};
-
-const MAX_CPUS: usize = bi::sis_consts_MAX_CPUS as usize;
-const WORDS: usize = MAX_CPUS / 64;
 const EXACT: usize = bi::calib_consts_CALIB_EXACT as usize;
 const HIST: usize = bi::calib_consts_CALIB_HIST as usize;
-const F_SIS_UTIL: u64 = bi::sis_feature_FEAT_SIS_UTIL as u64;
-const F_SIS_PROP: u64 = bi::sis_feature_FEAT_SIS_PROP as u64;
-
-fn load(obj: &mut MaybeUninit<OpenObject>) -> SisTestSkel<'_> {
-    libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Warn, |_, msg| {
-        eprint!("{msg}")
-    })));
-    let mut open = SisTestSkelBuilder::default()
-        .open(obj)
-        .expect("open sis_test.bpf.o");
-    open.progs.scx_lib_init_probe.set_autoload(false);
-    open.load()
-        .expect("load sis_test.bpf.o (needs root and bpf() on the host)")
-}
 
 fn read_recs(skel: &SisTestSkel<'_>, n: usize) -> Vec<Rec> {
     let words = 7 + HIST;

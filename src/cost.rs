@@ -194,7 +194,7 @@ impl<'obj> CostBpf<'obj> {
         let bss = self.skel.maps.bss_data.as_mut().context("no bss")?;
         // SAFETY: both are `struct sis_topo` of intf.h
         unsafe { copy_same_c_type(&*topo, &mut bss.topo) };
-        bss.cost_idle = [0; MAX_CPUS / 64];
+        bss.synth_idle = [0; MAX_CPUS / 64];
         let wakers: Vec<usize> = if busy.is_empty() {
             (0..n as usize).collect()
         } else {
@@ -229,7 +229,7 @@ impl<'obj> CostBpf<'obj> {
                 bss.nr_running[cpu] = 1;
                 bss.cpu_ctxs[cpu].util = 1024;
             } else {
-                bss.cost_idle[cpu / 64] |= 1 << (cpu % 64);
+                bss.synth_idle[cpu / 64] |= 1 << (cpu % 64);
             }
         }
         Ok((n - nbusy as u32, depth, depth_small))

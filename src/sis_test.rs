@@ -23,16 +23,17 @@ use crate::bpf_intf as bi;
 use crate::sis_model::{self, stat_name, Cpumask, Flips, Machine, Outcome, Wakeup, STAT_NR};
 use crate::topology::{copy_same_c_type, CpuDesc, TopoDesc};
 
-mod skel {
+/// The host test object (src/bpf/sis_test.bpf.c), also driven by calib_test.rs.
+pub(crate) mod skel {
     include!(concat!(env!("OUT_DIR"), "/sis_test_skel.rs"));
 }
 use skel::{types, SisTestSkel, SisTestSkelBuilder};
 
-const MAX_CPUS: usize = bi::sis_consts_MAX_CPUS as usize;
-const WORDS: usize = MAX_CPUS / 64;
+pub(crate) const MAX_CPUS: usize = bi::sis_consts_MAX_CPUS as usize;
+pub(crate) const WORDS: usize = MAX_CPUS / 64;
 
-const F_SIS_UTIL: u64 = bi::sis_feature_FEAT_SIS_UTIL as u64;
-const F_SIS_PROP: u64 = bi::sis_feature_FEAT_SIS_PROP as u64;
+pub(crate) const F_SIS_UTIL: u64 = bi::sis_feature_FEAT_SIS_UTIL as u64;
+pub(crate) const F_SIS_PROP: u64 = bi::sis_feature_FEAT_SIS_PROP as u64;
 const F_SIS_CORE: u64 = bi::sis_feature_FEAT_SIS_CORE as u64;
 const F_WA_IDLE_PREV: u64 = bi::sis_feature_FEAT_WA_IDLE_PREV as u64;
 const F_WA_WEIGHT: u64 = bi::sis_feature_FEAT_WA_WEIGHT as u64;
@@ -137,29 +138,34 @@ fn run_bpf(bpf: &mut Bpf, m: &Machine, llc_ids: &[usize], w: &Wakeup) -> Outcome
 }
 
 /// The loaded test object.
+/// Open and load the host test object through the host's verifier (needs root).
+pub(crate) fn load_skel(obj: &mut MaybeUninit<OpenObject>) -> SisTestSkel<'_> {
+    assert_eq!(
+        std::mem::size_of::<types::sis_test_args>(),
+        std::mem::size_of::<bi::sis_test_args>()
+    );
+    // the verifier's log goes to stderr when a load fails
+    libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Warn, |_, msg| {
+        eprint!("{msg}")
+    })));
+    let mut open = SisTestSkelBuilder::default()
+        .open(obj)
+        .expect("open sis_test.bpf.o");
+    // fentry/bpf_scx_reg from the scx headers: no sched_ext on the host
+    open.progs.scx_lib_init_probe.set_autoload(false);
+    open.load()
+        .expect("load sis_test.bpf.o (needs root and bpf() on the host)")
+}
+
 struct Bpf<'obj> {
     skel: SisTestSkel<'obj>,
 }
 
 impl<'obj> Bpf<'obj> {
     fn load(obj: &'obj mut MaybeUninit<OpenObject>) -> Self {
-        assert_eq!(
-            std::mem::size_of::<types::sis_test_args>(),
-            std::mem::size_of::<bi::sis_test_args>()
-        );
-        // the verifier's log goes to stderr when a load fails
-        libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Warn, |_, msg| {
-            eprint!("{msg}")
-        })));
-        let mut open = SisTestSkelBuilder::default()
-            .open(obj)
-            .expect("open sis_test.bpf.o");
-        // fentry/bpf_scx_reg from the scx headers: no sched_ext on the host
-        open.progs.scx_lib_init_probe.set_autoload(false);
-        let skel = open
-            .load()
-            .expect("load sis_test.bpf.o (needs root and bpf() on the host)");
-        Bpf { skel }
+        Bpf {
+            skel: load_skel(obj),
+        }
     }
 
     /// Write the topology into the object's .bss (mmapped: seen by the next run).

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-//! Reliability tests (issue 7): faults, CPU hotplug, hostile inputs, odd task shapes and
+//! Reliability tests: faults, CPU hotplug, hostile inputs, odd task shapes and
 //! topologies; nothing stalls, nothing is lost. On the real sched_ext kernels, in QEMU:
 //!
 //!     cargo test --release --test reliability -- --test-threads=2          (CI subset)
@@ -21,157 +21,14 @@
 //! TCG emulation, where durations are distorted: the tests assert counts, never speeds.
 //! Nothing is skipped: without QEMU or a kernel, tools/vm fails and so does the test.
 
+#[macro_use]
 mod common;
-use common::output_forwarding_progress;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use common::{env_u32, run_script, KnownIssue, Vm};
 
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn env_u32(name: &str, default: u32) -> u32 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
-/// One guest: kernel, tools/vm options besides --kernel, timeout, the command line.
-struct Vm<'a> {
-    kernel: &'a str,
-    opts: Vec<String>,
-    timeout_s: u32,
-}
-
-impl<'a> Vm<'a> {
-    fn new(kernel: &'a str, timeout_s: u32) -> Self {
-        Vm {
-            kernel,
-            opts: vec![],
-            timeout_s,
-        }
-    }
-    fn opt(mut self, k: &str, v: &str) -> Self {
-        self.opts.push(k.to_string());
-        self.opts.push(v.to_string());
-        self
-    }
-}
-
-struct Outcome {
-    name: String,
-    status: Option<i32>,
-    stdout: String,
-    stderr: String,
-    console: PathBuf,
-}
-
-impl Outcome {
-    fn figure(&self, key: &str) -> Option<&str> {
-        let prefix = format!("FIGURE {key}=");
-        self.stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(prefix.as_str()))
-    }
-    fn figure_u64(&self, key: &str) -> u64 {
-        self.figure(key)
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{}: no numeric FIGURE {key}", self.name))
-    }
-    /// The lines tools/vm lists under "kernel problem on the console:".
-    fn kernel_problems(&self) -> Vec<&str> {
-        let mut out = vec![];
-        let mut inside = false;
-        for l in self.stderr.lines() {
-            if l.contains("kernel problem on the console:") {
-                inside = true;
-            } else if inside && l.starts_with("  console:") {
-                out.push(l);
-            } else {
-                inside = false;
-            }
-        }
-        out
-    }
-    /// Where the console log is, for the failure messages.
-    fn logs(&self) -> String {
-        let kept: Vec<&str> = self
-            .stderr
-            .lines()
-            .filter_map(|l| l.split("console log kept in ").nth(1))
-            .collect();
-        format!(
-            "console log: {}{}",
-            self.console.display(),
-            if kept.is_empty() {
-                String::new()
-            } else {
-                format!(" (and {})", kept.join(", "))
-            }
-        )
-    }
-}
-
-/// Boot the guest, run `cmd`, print everything, return the outcome.
-fn run_vm(name: &str, vm: Vm, cmd: &str) -> Outcome {
-    let logs = repo().join("target/vm-logs");
-    std::fs::create_dir_all(&logs).expect("cannot create target/vm-logs");
-    let console = logs.join(format!("rel-{name}-console.log"));
-    let load0 = loadavg();
-    let t0 = Instant::now();
-    let mut tools_vm = Command::new(repo().join("tools/vm"));
-    tools_vm
-        .args(["--kernel", vm.kernel, "--no-build"])
-        .args(["--timeout", &vm.timeout_s.to_string()])
-        // A TCG guest on a busy host can fail the boot-time IO-APIC timer check and panic
-        // ("IO-APIC + timer doesn't work!"): seen here with 7 guests on 2 host cores.
-        .args(["--append", "no_timer_check"])
-        .args(&vm.opts)
-        .arg("--log")
-        .arg(&console)
-        .arg("--")
-        .arg(cmd)
-        // The binary cargo built for this test run (no nested cargo build).
-        .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
-        .stdin(Stdio::null());
-    let out = output_forwarding_progress(name, &mut tools_vm);
-    let secs = t0.elapsed().as_secs_f64();
-    let o = Outcome {
-        name: name.to_string(),
-        status: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        console,
-    };
-    println!(
-        "==== rel {name}: kernel {} {}: `{cmd}` -> exit {:?}, {secs:.1} s wall (host loadavg {load0} -> {})",
-        vm.kernel,
-        vm.opts.join(" "),
-        o.status,
-        loadavg()
-    );
-    for l in o.stdout.lines() {
-        println!("[{name}] {l}");
-    }
-    // (tools/vm's stderr was forwarded as it arrived, above the guest's output.)
-    println!("==== rel {name}: {secs:.1} s wall; {}", o.logs());
-    o
-}
-
-/// A kernel problem that is not scx_sisutil's and that a scenario may tolerate, by kernel.
-struct KnownIssue {
-    kernel: &'static str,
-    what: &'static str,
-    /// every line of the console's "kernel problem" list must contain one of these sets
-    lines: &'static [&'static [&'static str]],
+/// A reliability scenario's guest: tools/vm's default topology unless `opts` say otherwise;
+/// console log target/vm-logs/rel-NAME-console.log.
+fn rel_vm<'a>(kernel: &'a str, timeout_s: u32, opts: &[(&str, &str)]) -> Vm<'a> {
+    Vm::new(kernel, timeout_s).log_prefix("rel").opts(opts)
 }
 
 /// 6.12.117: CPU hotplug while a sched_ext scheduler is attached ends, after a few rounds,
@@ -198,71 +55,6 @@ const DL_SERVER_612: KnownIssue = KnownIssue {
     ],
 };
 
-/// Exit 0, no FAIL line, the PASS line, every expected check ran. `known`: kernel problems
-/// the scenario tolerates on that kernel (tools/vm fails the run on any WARNING).
-fn assert_passed(o: &Outcome, kernel: &str, script: &str, expected: &[&str], known: &[KnownIssue]) {
-    let fails: Vec<&str> = o
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("FAIL:"))
-        .collect();
-    assert!(
-        fails.is_empty(),
-        "{}: {}\n{}",
-        o.name,
-        fails.join("\n"),
-        o.logs()
-    );
-    let pass = format!("PASS {script}");
-    let passed = o.stdout.lines().any(|l| l.trim_end() == pass);
-    if o.status != Some(0) {
-        // tolerated only if the command itself passed and every kernel problem is known
-        let problems = o.kernel_problems();
-        let cmd_ok = o
-            .stderr
-            .contains("the kernel reported a problem (command exit status 0)");
-        let issue = known.iter().find(|k| {
-            k.kernel == kernel
-                && !problems.is_empty()
-                && problems
-                    .iter()
-                    .all(|l| k.lines.iter().any(|set| set.iter().all(|s| l.contains(s))))
-        });
-        match issue {
-            Some(k) if cmd_ok && passed => {
-                println!(
-                    "==== rel {}: NOTE: tolerated known kernel issue: {} ({} console lines):\n{}",
-                    o.name,
-                    k.what,
-                    problems.len(),
-                    problems.join("\n")
-                );
-            }
-            _ => panic!(
-                "{}: tools/vm exit status {:?} (see the output above); {}",
-                o.name,
-                o.status,
-                o.logs()
-            ),
-        }
-    }
-    assert!(
-        passed,
-        "{}: no '{pass}' line: the script stopped early; {}",
-        o.name,
-        o.logs()
-    );
-    let oks: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with("ok: ")).collect();
-    for e in expected {
-        assert!(
-            oks.iter().any(|l| l.contains(e)),
-            "{}: the check '{e}' did not run (ok lines: {oks:#?}); {}",
-            o.name,
-            o.logs()
-        );
-    }
-}
-
 /// Checks every scenario ends with.
 const END_CHECKS: &[&str] = &[
     "scx_sisutil exit status after SIGTERM = 0",
@@ -278,15 +70,10 @@ fn with_end(checks: &[&'static str]) -> Vec<&'static str> {
 // Soak: mixed load with live feature switches.
 
 fn soak(name: &str, kernel: &str, vm_opts: &[(&str, &str)], secs: u32) {
-    let mut vm = Vm::new(kernel, 900 + 3 * secs);
-    for (k, v) in vm_opts {
-        vm = vm.opt(k, v);
-    }
-    let o = run_vm(name, vm, &format!("rel-soak.sh {secs}"));
-    assert_passed(
-        &o,
-        kernel,
-        "rel-soak",
+    let o = run_script(
+        name,
+        rel_vm(kernel, 900 + 3 * secs, vm_opts),
+        &format!("rel-soak.sh {secs}"),
         &with_end(&[
             "live switches",
             "stress-ng completed (status 0)",
@@ -328,14 +115,9 @@ fn soak_secs() -> u32 {
     env_u32("SISUTIL_SOAK_SECS", 60)
 }
 
-#[test]
-fn soak_7() {
-    soak("soak_7", "7", &[], soak_secs());
-}
-
-#[test]
-fn soak_6_12() {
-    soak("soak_6_12", "6.12", &[], soak_secs());
+vm_tests! {
+    soak_7 = soak("7", &[], soak_secs());
+    soak_6_12 = soak("6.12", &[], soak_secs());
 }
 
 // The long versions, one per topology (tools/soak sets SISUTIL_SOAK_SECS=300).
@@ -348,75 +130,23 @@ const BIG_LLC32: &[(&str, &str)] = &[
     ("--mem", "3G"),
 ];
 
-#[test]
-#[ignore]
-fn soak_7_flat4() {
-    soak("soak_7_flat4", "7", FLAT4, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_6_12_flat4() {
-    soak("soak_6_12_flat4", "6.12", FLAT4, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_7_one_cpu() {
-    soak("soak_7_one_cpu", "7", ONE_CPU, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_6_12_one_cpu() {
-    soak("soak_6_12_one_cpu", "6.12", ONE_CPU, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_7_small_llcs() {
-    soak("soak_7_small_llcs", "7", SMALL_LLCS, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_6_12_small_llcs() {
-    soak("soak_6_12_small_llcs", "6.12", SMALL_LLCS, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_7_numa2() {
-    soak("soak_7_numa2", "7", NUMA2, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_6_12_numa2() {
-    soak("soak_6_12_numa2", "6.12", NUMA2, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_7_big_llc32() {
-    soak("soak_7_big_llc32", "7", BIG_LLC32, soak_secs());
-}
-
-#[test]
-#[ignore]
-fn soak_6_12_big_llc32() {
-    soak("soak_6_12_big_llc32", "6.12", BIG_LLC32, soak_secs());
+vm_tests! {
+    #[ignore] soak_7_flat4 = soak("7", FLAT4, soak_secs());
+    #[ignore] soak_6_12_flat4 = soak("6.12", FLAT4, soak_secs());
+    #[ignore] soak_7_one_cpu = soak("7", ONE_CPU, soak_secs());
+    #[ignore] soak_6_12_one_cpu = soak("6.12", ONE_CPU, soak_secs());
+    #[ignore] soak_7_small_llcs = soak("7", SMALL_LLCS, soak_secs());
+    #[ignore] soak_6_12_small_llcs = soak("6.12", SMALL_LLCS, soak_secs());
+    #[ignore] soak_7_numa2 = soak("7", NUMA2, soak_secs());
+    #[ignore] soak_6_12_numa2 = soak("6.12", NUMA2, soak_secs());
+    #[ignore] soak_7_big_llc32 = soak("7", BIG_LLC32, soak_secs());
+    #[ignore] soak_6_12_big_llc32 = soak("6.12", BIG_LLC32, soak_secs());
 }
 
 // ---------------------------------------------------------------------------------------
 // CPU hotplug under load.
 
 fn hotplug(name: &str, kernel: &str, rounds: u32) {
-    let o = run_vm(
-        name,
-        Vm::new(kernel, 1500 * rounds),
-        &format!("rel-hotplug.sh {rounds}"),
-    );
     let checks = [
         "cpu3 online=0: ejected, restarted, attached again",
         "cpu3 online=1: ejected, restarted, attached again",
@@ -429,10 +159,10 @@ fn hotplug(name: &str, kernel: &str, rounds: u32) {
         "offline back to back: attached",
         "online back to back: attached",
     ];
-    assert_passed(
-        &o,
-        kernel,
-        "rel-hotplug",
+    let o = run_script(
+        name,
+        rel_vm(kernel, 1500 * rounds, &[]),
+        &format!("rel-hotplug.sh {rounds}"),
         &with_end(&checks),
         &[DL_SERVER_612],
     );
@@ -448,25 +178,19 @@ fn hotplug(name: &str, kernel: &str, rounds: u32) {
     );
 }
 
-#[test]
-fn hotplug_7() {
-    hotplug("hotplug_7", "7", env_u32("SISUTIL_REL_ROUNDS", 1));
-}
-
-#[test]
-fn hotplug_6_12() {
-    hotplug("hotplug_6_12", "6.12", env_u32("SISUTIL_REL_ROUNDS", 1));
+vm_tests! {
+    hotplug_7 = hotplug("7", env_u32("SISUTIL_REL_ROUNDS", 1));
+    hotplug_6_12 = hotplug("6.12", env_u32("SISUTIL_REL_ROUNDS", 1));
 }
 
 // ---------------------------------------------------------------------------------------
 // Task shapes.
 
 fn shapes(name: &str, kernel: &str) {
-    let o = run_vm(name, Vm::new(kernel, 1200), "rel-shapes.sh 10");
-    assert_passed(
-        &o,
-        kernel,
-        "rel-shapes",
+    run_script(
+        name,
+        rel_vm(kernel, 1200, &[]),
+        "rel-shapes.sh 10",
         &with_end(&[
             "still enabled after pinned hogs",
             "still enabled after",
@@ -483,25 +207,19 @@ fn shapes(name: &str, kernel: &str) {
     );
 }
 
-#[test]
-fn shapes_7() {
-    shapes("shapes_7", "7");
-}
-
-#[test]
-fn shapes_6_12() {
-    shapes("shapes_6_12", "6.12");
+vm_tests! {
+    shapes_7 = shapes("7");
+    shapes_6_12 = shapes("6.12");
 }
 
 // ---------------------------------------------------------------------------------------
 // Loader faults (SIGKILL, stale pin and socket, SIGSTOP), inputs, privileges.
 
 fn faults(name: &str, kernel: &str) {
-    let o = run_vm(name, Vm::new(kernel, 900), "rel-faults.sh 10");
-    assert_passed(
-        &o,
-        kernel,
-        "rel-faults",
+    let o = run_script(
+        name,
+        rel_vm(kernel, 900, &[]),
+        "rel-faults.sh 10",
         &with_end(&[
             "features with no scheduler running: exit 1",
             "features NO_SIS_UTIL with no scheduler running: exit 1",
@@ -529,25 +247,15 @@ fn faults(name: &str, kernel: &str) {
     );
 }
 
-#[test]
-fn faults_7() {
-    faults("faults_7", "7");
-}
-
-#[test]
-fn faults_6_12() {
-    faults("faults_6_12", "6.12");
+vm_tests! {
+    faults_7 = faults("7");
+    faults_6_12 = faults("6.12");
 }
 
 // ---------------------------------------------------------------------------------------
 // Topologies: attach, short load, clean exit.
 
 fn topo(name: &str, kernel: &str, vm_opts: &[(&str, &str)], args: &str, timeout_s: u32) {
-    let mut vm = Vm::new(kernel, timeout_s);
-    for (k, v) in vm_opts {
-        vm = vm.opt(k, v);
-    }
-    let o = run_vm(name, vm, &format!("rel-topo.sh {args}"));
     let mut checks = vec![
         "topology after attach:",
         "LLCs in the stats after attach",
@@ -557,91 +265,35 @@ fn topo(name: &str, kernel: &str, vm_opts: &[(&str, &str)], args: &str, timeout_
     if args.split_whitespace().count() >= 3 {
         checks.push("topology after onlining cpu");
     }
-    assert_passed(&o, kernel, "rel-topo", &with_end(&checks), &[]);
+    let o = run_script(
+        name,
+        rel_vm(kernel, timeout_s, vm_opts),
+        &format!("rel-topo.sh {args}"),
+        &with_end(&checks),
+        &[],
+    );
     println!(
         "==== rel {name}: TOPOLOGY {}",
         o.figure("topology").unwrap_or("?")
     );
 }
 
-#[test]
-fn topo_7_one_cpu() {
-    topo("topo_7_one_cpu", "7", ONE_CPU, "10", 600);
-}
-
-#[test]
-fn topo_7_no_smt() {
-    topo("topo_7_no_smt", "7", FLAT4, "10", 600);
-}
-
-#[test]
-fn topo_7_small_llcs() {
-    topo("topo_7_small_llcs", "7", SMALL_LLCS, "10", 900);
-}
-
-#[test]
-fn topo_7_numa2() {
-    topo("topo_7_numa2", "7", NUMA2, "10", 600);
-}
-
 /// Holes in the CPU ids: maxcpus=6 keeps two CPUs offline at boot (the kernel brings up
-/// 0-4,6 in APIC order), cpu1 goes offline before the start; then one of the CPUs kept
-/// offline at boot comes online under the scheduler.
-#[test]
-fn topo_7_holes() {
-    topo(
-        "topo_7_holes",
-        "7",
-        &[("--append", "maxcpus=6")],
-        "10 1 auto",
-        600,
-    );
-}
+/// 0-4,6 in APIC order), cpu1 goes offline before the start (rel-topo.sh's `1`); then one
+/// of the CPUs kept offline at boot comes online under the scheduler (`auto`).
+const HOLES: &[(&str, &str)] = &[("--append", "maxcpus=6")];
 
-#[test]
-#[ignore]
-fn topo_7_big_llc32() {
-    topo("topo_7_big_llc32", "7", BIG_LLC32, "10", 1800);
-}
-
-#[test]
-#[ignore]
-fn topo_6_12_one_cpu() {
-    topo("topo_6_12_one_cpu", "6.12", ONE_CPU, "10", 600);
-}
-
-#[test]
-#[ignore]
-fn topo_6_12_no_smt() {
-    topo("topo_6_12_no_smt", "6.12", FLAT4, "10", 600);
-}
-
-#[test]
-#[ignore]
-fn topo_6_12_small_llcs() {
-    topo("topo_6_12_small_llcs", "6.12", SMALL_LLCS, "10", 900);
-}
-
-#[test]
-#[ignore]
-fn topo_6_12_numa2() {
-    topo("topo_6_12_numa2", "6.12", NUMA2, "10", 600);
-}
-
-#[test]
-#[ignore]
-fn topo_6_12_holes() {
-    topo(
-        "topo_6_12_holes",
-        "6.12",
-        &[("--append", "maxcpus=6")],
-        "10 1 auto",
-        600,
-    );
-}
-
-#[test]
-#[ignore]
-fn topo_6_12_big_llc32() {
-    topo("topo_6_12_big_llc32", "6.12", BIG_LLC32, "10", 1800);
+vm_tests! {
+    topo_7_one_cpu = topo("7", ONE_CPU, "10", 600);
+    topo_7_no_smt = topo("7", FLAT4, "10", 600);
+    topo_7_small_llcs = topo("7", SMALL_LLCS, "10", 900);
+    topo_7_numa2 = topo("7", NUMA2, "10", 600);
+    topo_7_holes = topo("7", HOLES, "10 1 auto", 600);
+    #[ignore] topo_7_big_llc32 = topo("7", BIG_LLC32, "10", 1800);
+    #[ignore] topo_6_12_one_cpu = topo("6.12", ONE_CPU, "10", 600);
+    #[ignore] topo_6_12_no_smt = topo("6.12", FLAT4, "10", 600);
+    #[ignore] topo_6_12_small_llcs = topo("6.12", SMALL_LLCS, "10", 900);
+    #[ignore] topo_6_12_numa2 = topo("6.12", NUMA2, "10", 600);
+    #[ignore] topo_6_12_holes = topo("6.12", HOLES, "10 1 auto", 600);
+    #[ignore] topo_6_12_big_llc32 = topo("6.12", BIG_LLC32, "10", 1800);
 }

@@ -22,8 +22,9 @@
 //! emulation, where durations are distorted: the tests assert counts, ratios and generous
 //! time bounds only.
 
+#[macro_use]
 mod common;
-use common::output_forwarding_progress;
+use common::{output_forwarding_progress, repo, run_script, Vm};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -32,98 +33,6 @@ use std::time::Instant;
 const SMT2LLC: &str = "8,sockets=2,cores=2,threads=2";
 /// One LLC of 4 CPUs, no SMT.
 const FLAT: &str = "4";
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
-struct Outcome {
-    name: String,
-    status: Option<i32>,
-    stdout: String,
-}
-
-/// Boot a guest with `kernel` and `smp`, run `script` (a command line for the guest's
-/// busy-box sh), print everything, and return the outcome.
-fn run_vm(name: &str, kernel: &str, smp: &str, timeout_s: u32, script: &str) -> Outcome {
-    let logs = repo().join("target/vm-logs");
-    std::fs::create_dir_all(&logs).expect("cannot create target/vm-logs");
-    let console: PathBuf = logs.join(format!("vmtest-{name}-console.log"));
-    let attach = std::env::var("SISUTIL_VMTEST_ATTACH_TIMEOUT").unwrap_or_else(|_| "60".into());
-    let load0 = loadavg();
-    let t0 = Instant::now();
-    let mut cmd = Command::new(repo().join("tools/vm"));
-    cmd.args(["--kernel", kernel, "--smp", smp, "--no-build"])
-        .args(["--timeout", &timeout_s.to_string()])
-        .arg("--log")
-        .arg(&console)
-        .args(["--env", &format!("VMTEST_ATTACH_TIMEOUT={attach}")])
-        .arg("--")
-        .arg(script)
-        // The binary cargo built for this test run, whatever the profile.
-        .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
-        .stdin(Stdio::null());
-    let out = output_forwarding_progress(name, &mut cmd);
-    let secs = t0.elapsed().as_secs_f64();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-
-    println!(
-        "==== vmtest {name}: kernel {kernel}, smp {smp}: `{script}` -> exit {:?}, {secs:.1} s wall \
-         (host loadavg {load0} -> {})",
-        out.status.code(),
-        loadavg()
-    );
-    for l in stdout.lines() {
-        println!("[{name}] {l}");
-    }
-    // (tools/vm's stderr was forwarded as it arrived, above the guest's output.)
-    println!(
-        "==== vmtest {name}: {secs:.1} s wall; console log {}",
-        console.display()
-    );
-    Outcome {
-        name: name.to_string(),
-        status: out.status.code(),
-        stdout,
-    }
-}
-
-/// The script passed: exit 0, no FAIL line, its PASS line, and every expected check ran
-/// (an `ok:` line containing each string).
-fn assert_passed(o: &Outcome, script: &str, expected: &[&str]) {
-    let fails: Vec<&str> = o
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("FAIL:"))
-        .collect();
-    assert!(fails.is_empty(), "{}: {}", o.name, fails.join("\n"));
-    assert_eq!(
-        o.status,
-        Some(0),
-        "{}: tools/vm exit status (see the output above)",
-        o.name
-    );
-    let pass = format!("PASS {script}");
-    assert!(
-        o.stdout.lines().any(|l| l.trim_end() == pass),
-        "{}: no '{pass}' line: the script stopped early",
-        o.name
-    );
-    let oks: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with("ok: ")).collect();
-    for e in expected {
-        assert!(
-            oks.iter().any(|l| l.contains(e)),
-            "{}: the check '{e}' did not run (ok lines: {oks:#?})",
-            o.name
-        );
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // A. basic: attach, >= 30 s of stress-ng + hackbench, SIGTERM, SIGKILL, restart, SIGINT.
@@ -143,14 +52,15 @@ const BASIC_CHECKS: &[&str] = &[
 ];
 
 fn basic(name: &str, kernel: &str, smp: &str) {
-    let o = run_vm(name, kernel, smp, 540, "basic.sh 30");
-    assert_passed(&o, "basic", BASIC_CHECKS);
+    let o = run_script(
+        name,
+        Vm::new(kernel, 540).smp(smp),
+        "basic.sh 30",
+        BASIC_CHECKS,
+        &[],
+    );
     // The SIGTERM run, the SIGKILL run and the SIGINT run each end in state disabled.
-    let disabled = o
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("ok: state disabled within 10 s"))
-        .count();
+    let disabled = o.oks_starting("state disabled within 10 s");
     assert_eq!(
         disabled, 3,
         "{name}: want 3 'state disabled' checks (SIGTERM, SIGKILL, SIGINT)"
@@ -196,8 +106,19 @@ fn verifier_record(name: &str, stdout: &str) {
         );
         return;
     }
+    let bad = verifier_growth(name, &now, &text);
+    assert!(
+        bad.is_empty(),
+        "{name}: verifier complexity not recorded in docs/verifier-insns.txt (rerun with \
+         SISUTIL_VERIFIER_RECORD=1 and commit the record): {bad:?}"
+    );
+}
+
+/// The programs of `now` without a record for test `name` in `text`, or grown by more than
+/// 25 % over it.
+fn verifier_growth(name: &str, now: &[(String, u64)], text: &str) -> Vec<String> {
     let mut bad = vec![];
-    for (p, n) in &now {
+    for (p, n) in now {
         let rec = text.lines().find_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             (f.len() == 3 && f[0] == name && f[1] == p).then(|| f[2].parse::<u64>().ok())?
@@ -215,41 +136,53 @@ fn verifier_record(name: &str, stdout: &str) {
             }
         }
     }
-    assert!(
-        bad.is_empty(),
-        "{name}: verifier complexity not recorded in docs/verifier-insns.txt (rerun with \
-         SISUTIL_VERIFIER_RECORD=1 and commit the record): {bad:?}"
-    );
+    bad
 }
 
+/// The growth check itself, on the committed record (no VM): the recorded counts pass, a
+/// program grown by more than 25 % fails, and so does a program without a record.
 #[test]
-fn basic_7_smt2llc() {
-    basic("basic_7_smt2llc", "7", SMT2LLC);
+fn verifier_growth_check_catches_growth() {
+    let text = std::fs::read_to_string(repo().join("docs/verifier-insns.txt"))
+        .expect("docs/verifier-insns.txt");
+    let rec: Vec<(String, u64)> = text
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[0] == "basic_7_smt2llc")
+                .then(|| (f[1].to_string(), f[2].parse().ok()))
+        })
+        .filter_map(|(p, n)| Some((p, n?)))
+        .collect();
+    let sel = rec
+        .iter()
+        .find(|(p, _)| p == "sisutil_select_cpu")
+        .expect("a record of sisutil_select_cpu for basic_7_smt2llc")
+        .1;
+    assert!(verifier_growth("basic_7_smt2llc", &rec, &text).is_empty());
+    let at = |n: u64| vec![("sisutil_select_cpu".to_string(), n)];
+    assert!(verifier_growth("basic_7_smt2llc", &at(sel * 125 / 100), &text).is_empty());
+    let grown = verifier_growth("basic_7_smt2llc", &at(sel * 126 / 100 + 1), &text);
+    assert_eq!(grown.len(), 1, "{grown:?}");
+    let new = vec![("sisutil_new_prog".to_string(), 10)];
+    assert_eq!(verifier_growth("basic_7_smt2llc", &new, &text).len(), 1);
 }
 
-#[test]
-fn basic_7_flat() {
-    basic("basic_7_flat", "7", FLAT);
-}
-
-#[test]
-fn basic_6_12_smt2llc() {
-    basic("basic_6_12_smt2llc", "6.12", SMT2LLC);
-}
-
-#[test]
-fn basic_6_12_flat() {
-    basic("basic_6_12_flat", "6.12", FLAT);
+vm_tests! {
+    basic_7_smt2llc = basic("7", SMT2LLC);
+    basic_7_flat = basic("7", FLAT);
+    basic_6_12_smt2llc = basic("6.12", SMT2LLC);
+    basic_6_12_flat = basic("6.12", FLAT);
 }
 
 // ---------------------------------------------------------------------------------------
 // B. features: live switching, bad names, and a measurable behaviour change.
 
 fn features_live(name: &str, kernel: &str) {
-    let o = run_vm(name, kernel, SMT2LLC, 600, "features.sh");
-    assert_passed(
-        &o,
-        "features",
+    let o = run_script(
+        name,
+        Vm::new(kernel, 600).smp(SMT2LLC),
+        "features.sh",
         &[
             "SIS_UTIL after NO_SIS_UTIL = off",
             "SIS_PROP after SIS_PROP = on",
@@ -268,6 +201,7 @@ fn features_live(name: &str, kernel: &str) {
             "exit status after SIGTERM = 0",
             "dmesg: no abnormal sched_ext disable",
         ],
+        &[],
     );
     // Every phase printed all eight per-feature hit counters (the note needs them).
     for phase in ["sisutil", "none", "sisprop", "light"] {
@@ -280,24 +214,19 @@ fn features_live(name: &str, kernel: &str) {
     }
 }
 
-#[test]
-fn features_live_7() {
-    features_live("features_live_7", "7");
-}
-
-#[test]
-fn features_live_6_12() {
-    features_live("features_live_6_12", "6.12");
+vm_tests! {
+    features_live_7 = features_live("7");
+    features_live_6_12 = features_live("6.12");
 }
 
 // ---------------------------------------------------------------------------------------
 // C. util_depth: SIS_UTIL's nr_idle_scan follows the load.
 
 fn util_depth(name: &str, kernel: &str) {
-    let o = run_vm(name, kernel, SMT2LLC, 480, "util-depth.sh 8");
-    assert_passed(
-        &o,
-        "util-depth",
+    run_script(
+        name,
+        Vm::new(kernel, 480).smp(SMT2LLC),
+        "util-depth.sh 8",
         &[
             "idle: nr_idle_scan == weight on every LLC",
             "saturated: nr_idle_scan 0 on every LLC",
@@ -307,27 +236,23 @@ fn util_depth(name: &str, kernel: &str) {
             "exit status after SIGTERM = 0",
             "dmesg: no abnormal sched_ext disable",
         ],
+        &[],
     );
 }
 
-#[test]
-fn util_depth_7() {
-    util_depth("util_depth_7", "7");
-}
-
-#[test]
-fn util_depth_6_12() {
-    util_depth("util_depth_6_12", "6.12");
+vm_tests! {
+    util_depth_7 = util_depth("7");
+    util_depth_6_12 = util_depth("6.12");
 }
 
 // ---------------------------------------------------------------------------------------
 // D. monitor: JSON reports, waiting with no scheduler, permission error.
 
 fn monitor(name: &str, kernel: &str) {
-    let o = run_vm(name, kernel, SMT2LLC, 480, "monitor.sh 2");
-    assert_passed(
-        &o,
-        "monitor",
+    run_script(
+        name,
+        Vm::new(kernel, 480).smp(SMT2LLC),
+        "monitor.sh 2",
         &[
             "LLCs seen by the guest kernel = 2",
             "monitor with no scheduler still waiting after 3 s",
@@ -342,17 +267,13 @@ fn monitor(name: &str, kernel: &str) {
             "monitor as nobody fails with:",
             "exit status after SIGINT = 0",
         ],
+        &[],
     );
 }
 
-#[test]
-fn monitor_7() {
-    monitor("monitor_7", "7");
-}
-
-#[test]
-fn monitor_6_12() {
-    monitor("monitor_6_12", "6.12");
+vm_tests! {
+    monitor_7 = monitor("7");
+    monitor_6_12 = monitor("6.12");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -360,10 +281,10 @@ fn monitor_6_12() {
 
 #[test]
 fn errors_vm_6_12() {
-    let o = run_vm("errors_vm_6_12", "6.12", SMT2LLC, 420, "errors.sh");
-    assert_passed(
-        &o,
-        "errors",
+    run_script(
+        "errors_vm_6_12",
+        Vm::new("6.12", 420).smp(SMT2LLC),
+        "errors.sh",
         &[
             "scx_sisutil as nobody: exit 1, one line: scx_sisutil: error: must run as root",
             "scx_sisutil --slice-us 0: exit 2, one line",
@@ -379,6 +300,7 @@ fn errors_vm_6_12() {
             "exit status after SIGTERM = 0",
             "dmesg: no abnormal sched_ext disable",
         ],
+        &[],
     );
 }
 
@@ -456,4 +378,163 @@ fn silent_guest_is_stopped() {
     );
     // Far below --timeout 300: the silence limit stopped it (image build and probe included).
     assert!(secs < 120.0, "took {secs:.1} s");
+}
+
+/// `systemd-analyze verify`'s complaints about a unit file, but the one about the binary not
+/// being installed (/usr/bin/scx_sisutil) where it is not.
+fn unit_problems(unit: &Path) -> Vec<String> {
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(unit)
+        .stdin(Stdio::null())
+        .output()
+        .expect("cannot run systemd-analyze (Debian's systemd package)");
+    let installed = Path::new("/usr/bin/scx_sisutil").exists();
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    let mut problems: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter(|l| installed || !l.contains("Command /usr/bin/scx_sisutil is not executable"))
+        .map(String::from)
+        .collect();
+    if problems.is_empty() && installed && !out.status.success() {
+        problems.push(format!("exit status {:?}", out.status.code()));
+    }
+    problems
+}
+
+/// dist/scx_sisutil.service: systemd accepts it (every key known, every value parsed), it
+/// runs /usr/bin/scx_sisutil with $SCX_FLAGS from an optional /etc/default/scx_sisutil, and
+/// the check itself catches a broken unit (a misspelt key, an invalid Restart=).
+#[test]
+fn service_unit_verifies() {
+    let unit = repo().join("dist/scx_sisutil.service");
+    let text = std::fs::read_to_string(&unit).expect("dist/scx_sisutil.service");
+    for want in [
+        "EnvironmentFile=-/etc/default/scx_sisutil",
+        "ExecStart=/usr/bin/scx_sisutil $SCX_FLAGS",
+        "Restart=on-failure",
+        "ConditionPathIsDirectory=/sys/kernel/sched_ext",
+    ] {
+        assert!(
+            text.lines().any(|l| l == want),
+            "no line '{want}' in the unit"
+        );
+    }
+    let defaults = std::fs::read_to_string(repo().join("dist/scx_sisutil.default"))
+        .expect("dist/scx_sisutil.default");
+    assert!(defaults.lines().any(|l| l.starts_with("SCX_FLAGS=")));
+    let problems = unit_problems(&unit);
+    println!("systemd-analyze verify {}: {problems:?}", unit.display());
+    assert!(problems.is_empty(), "{problems:#?}");
+
+    let dir = repo().join("target/unit-check");
+    std::fs::create_dir_all(&dir).expect("target/unit-check");
+    let bad = dir.join("scx_sisutil.service");
+    let broken = text
+        .replace("Restart=on-failure", "Restart=sometimes")
+        .replace("Type=simple", "Typ=simple");
+    std::fs::write(&bad, broken).expect("writing the broken unit");
+    let caught = unit_problems(&bad);
+    println!("a broken copy: {caught:?}");
+    assert!(
+        caught.iter().any(|l| l.contains("Unknown key 'Typ'")),
+        "{caught:#?}"
+    );
+    assert!(
+        caught.iter().any(|l| l.contains("sometimes")),
+        "{caught:#?}"
+    );
+}
+
+/// The build's include directories for the BPF objects: scx's headers (unpacked by
+/// scx_cargo into the build script's OUT_DIR) and libbpf's.
+fn bpf_include_dirs() -> Vec<PathBuf> {
+    let mut dirs = vec![];
+    for profile in ["release", "debug"] {
+        let Ok(rd) = std::fs::read_dir(repo().join("target").join(profile).join("build")) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("scx_sisutil-") && p.join("out/scx_utils-bpf_h/scx").is_dir() {
+                let h = p.join("out/scx_utils-bpf_h");
+                dirs.extend([h.join("arch/x86"), h.join("bpf-compat"), h]);
+            } else if name.starts_with("libbpf-sys-") && p.join("out/include/bpf").is_dir() {
+                dirs.push(p.join("out/include"));
+            }
+        }
+        if !dirs.is_empty() {
+            break;
+        }
+    }
+    dirs.push(repo().join("src/bpf"));
+    dirs
+}
+
+/// clang's errors for one BPF source compiled alone (-fsyntax-only), as the build compiles.
+fn bpf_compile_errors(file: &Path) -> Vec<String> {
+    let clang = std::env::var("BPF_CLANG").unwrap_or_else(|_| "clang-19".into());
+    let mut cmd = Command::new(&clang);
+    cmd.args([
+        "-fsyntax-only",
+        "-target",
+        "bpf",
+        "-D__TARGET_ARCH_x86",
+        "-x",
+        "c",
+    ]);
+    for d in bpf_include_dirs() {
+        cmd.arg("-I").arg(d);
+    }
+    let out = cmd
+        .arg(file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {clang} (BPF_CLANG): {e}"));
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.contains("error:"))
+        .map(String::from)
+        .collect()
+}
+
+/// Every BPF header compiles on its own: it includes what it uses, no include order
+/// (docs/DESIGN.md, "Layout of the BPF code"). A header that uses ctx.bpf.h's stat_inc()
+/// without including it must fail the same check. Needs a release build (its include dirs).
+#[test]
+fn bpf_headers_compile_alone() {
+    let mut headers: Vec<PathBuf> = std::fs::read_dir(repo().join("src/bpf"))
+        .expect("src/bpf")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".bpf.h"))
+        .collect();
+    headers.sort();
+    assert!(headers.len() >= 10, "{headers:?}");
+    let mut bad = vec![];
+    for h in &headers {
+        let errors = bpf_compile_errors(h);
+        println!("{}: {} errors", h.display(), errors.len());
+        if !errors.is_empty() {
+            bad.push(format!("{}: {errors:?}", h.display()));
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+
+    let dir = repo().join("target/unit-check");
+    std::fs::create_dir_all(&dir).expect("target/unit-check");
+    let lone = dir.join("lone.bpf.h");
+    std::fs::write(
+        &lone,
+        "#pragma once\n#include \"sis_ctx.bpf.h\"\nstatic void f(void) { stat_inc(0, 0); }\n",
+    )
+    .expect("writing target/unit-check/lone.bpf.h");
+    let errors = bpf_compile_errors(&lone);
+    assert!(
+        errors.iter().any(|l| l.contains("stat_inc")),
+        "a header missing its include compiled: {errors:?}"
+    );
 }

@@ -28,14 +28,13 @@
  * predictable branch otherwise. Records are per CPU (PERCPU_ARRAY, key =
  * llc * CALIB_BUCKETS + bucket): no shared atomics.
  *
- * The includer defines, before including this file (after sis_ctx.bpf.h):
- *   void calib_idle_words(c, u64 *dst, u32 nr)  the first nr words of the idle mask
- * and includes it before sis.bpf.h, whose select_idle_cpu() calls sis_calib()
- * (nr, the depth the scan is allowed + 1); calib_flush() after the wake-up
- * records it.
+ * It reads the idle mask through the primitive calib_idle_words()
+ * (sis_ctx.bpf.h). sis.bpf.h's select_idle_cpu() calls sis_calib() (nr, the
+ * depth the scan is allowed + 1); calib_flush() after the wake-up records it.
  */
-#ifndef __CALIB_BPF_H
-#define __CALIB_BPF_H
+#pragma once
+
+#include "sis_ctx.bpf.h"
 
 /* Set by the loader: record (1) or not (0). */
 volatile u64 calib_on;
@@ -212,4 +211,3 @@ static __always_inline void calib_flush(struct sis_ctx *c, s32 pid)
 	}
 }
 
-#endif /* __CALIB_BPF_H */

@@ -15,19 +15,13 @@
  * share of the time. No struct_ops, no sched_ext kfunc: loads on any kernel
  * that allows bpf().
  */
-#include <scx/common.bpf.h>
-#include "intf.h"
+#include "synth.bpf.h"
+#include "sis.bpf.h"
+#include "kick.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
-/* filled by the caller through the skeleton's bss */
-struct sis_topo topo;
-struct llc_ctx llc_ctxs[MAX_LLCS];
-struct cpu_ctx cpu_ctxs[MAX_CPUS];
-u32 nr_running[MAX_CPUS];
-u64 imbalance_pct = DEFAULT_IMBALANCE_PCT;
-/* the idle mask */
-u64 cost_idle[MAX_CPUS / 64];
+/* filled by the caller through the skeleton's bss (the machine: synth.bpf.h) */
 /* the CPUs a waker may run on (the busy ones, or all when none is busy) */
 u16 wakers[MAX_CPUS];
 
@@ -54,7 +48,7 @@ struct cost_cfg cost_cfg;
 struct cost_out cost_out;
 
 /*
- * The scheduler's feature word, declared as main.bpf.c declares it: the
+ * The scheduler's feature word, declared as ctx.bpf.h declares it: the
  * loader's per-interval work is measured against this map (`placement-cost
  * --loader`), read through its mmap as the loader reads the scheduler's.
  */
@@ -66,78 +60,29 @@ struct {
 	__type(value, u64);
 } sis_features SEC(".maps");
 
-/* sis_ctx.bpf.h's helpers read topo */
-#include "sis_ctx.bpf.h"
-
 /* the wake-up's context and the two tasks' bookkeeping */
 static struct sis_ctx cost_ctx;
 struct sis_wake_state cost_waker, cost_wakee;	/* global: clang would split a static one (no BTF) */
 
-static __always_inline bool sis_idle(struct sis_ctx *c, s32 cpu)
-{
-	return mask_test(cost_idle, cpu);
-}
-
-static __always_inline bool sis_claim(struct sis_ctx *c, s32 cpu)
-{
-	if (!mask_test(cost_idle, cpu))
-		return false;
-	cost_idle[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)] &= ~(1ULL << ((u32)cpu % 64));
-	return true;
-}
-
-static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu)
-{
-	if (cpu < 0 || cpu >= MAX_CPUS)
-		return 0;
-	return nr_running[cpu & (MAX_CPUS - 1)];
-}
-
-static __always_inline u64 sis_jiffies(struct sis_ctx *c)
-{
-	return bpf_jiffies64();
-}
-
-/* cpu_clock(this_cpu): SIS_PROP's avg_scan_cost is this host's real scan time */
-static __always_inline u64 sis_clock(struct sis_ctx *c)
-{
-	return bpf_ktime_get_ns();
-}
-
-static __always_inline u32 sis_hz(void)
-{
-	return 250;
-}
-
-/* the idle mask's words, for the depth calibration (off here: calib_on stays 0) */
-static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr)
-{
-	__builtin_memcpy(dst, cost_idle, sizeof(cost_idle));
-}
-
-#include "calib.bpf.h"
-#include "sis.bpf.h"
-
+/* the kick search's primitives (kick.bpf.h) over the synthetic idle mask */
 struct kick_env {
 	u32 unused;
 };
 
 static __always_inline bool kick_candidate(struct kick_env *e, s32 cpu)
 {
-	return mask_test(cost_idle, cpu) && mask_test(cost_ctx.allowed, cpu);
+	return mask_test(synth_idle, cpu) && mask_test(cost_ctx.allowed, cpu);
 }
 
 static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w)
 {
-	return cost_idle[w & (MAX_CPUS / 64 - 1)];
+	return synth_idle[w & (MAX_CPUS / 64 - 1)];
 }
 
 static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
 {
 	return cost_ctx.allowed[w & (MAX_CPUS / 64 - 1)];
 }
-
-#include "kick.bpf.h"
 
 static __always_inline u32 xorshift(u32 *s)
 {
@@ -216,7 +161,7 @@ static long place_one(u64 i, void *data)
 		c->cnt[STAT_KICK_SCANNED] += probed;
 	}
 	if (c->claimed >= 0)
-		mask_set(cost_idle, c->claimed);
+		mask_set(synth_idle, c->claimed);
 	return 0;
 }
 
@@ -236,6 +181,8 @@ int placement_cost(void *ctx)
 	st.start = topo.llc_start[llc & (MAX_LLCS - 1)];
 	st.nr = topo.llc_nr[llc & (MAX_LLCS - 1)];
 	st.jiffies = bpf_jiffies64();
+	/* the host's clocks: SIS_PROP's avg_scan_cost is this host's real scan time */
+	synth_real_time = 1;
 
 	kick_llc_words_init();
 	__builtin_memset(c->cnt, 0, sizeof(c->cnt));

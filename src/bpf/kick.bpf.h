@@ -14,17 +14,23 @@
  * very mask the walk reads, so it is exact on 6.12 (ops.update_idle before
  * the idle masks change) and on 7.x alike, and needs no count to keep.
  *
- * The includer defines, before including this file (after sis_ctx.bpf.h):
- *   struct kick_env                              what the primitives read
- *   bool kick_candidate(struct kick_env *e, s32 cpu)  idle, and allowed for the task
- *   u64  kick_idle_word(struct kick_env *e, u32 w)    word w of the idle mask
- *   u64  kick_allowed_word(struct kick_env *e, u32 w) word w of the task's cpus_ptr
- * and calls kick_llc_words_init() once the topology is set.
- * main.bpf.c backs them with sched_ext's idle mask and p->cpus_ptr,
- * cost.bpf.c with synthetic state: the cost benchmark runs this very code.
+ * The primitives below are declared here and defined by the object that
+ * runs the search, with its struct kick_env (what they read): queue.bpf.h
+ * backs them with sched_ext's idle mask and p->cpus_ptr, cost.bpf.c with
+ * synthetic state (the cost benchmark runs this very code). The object
+ * calls kick_llc_words_init() once the topology is set.
  */
-#ifndef __KICK_BPF_H
-#define __KICK_BPF_H
+#pragma once
+
+#include "sis_ctx.bpf.h"
+
+struct kick_env;
+/* idle, and allowed for the task */
+static __always_inline bool kick_candidate(struct kick_env *e, s32 cpu);
+/* word w of the idle mask */
+static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w);
+/* word w of the task's cpus_ptr */
+static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w);
 
 /* each LLC's CPUs as a mask, for the word-parallel test */
 static u64 kick_llc_words[MAX_LLCS][MAX_CPUS / 64];
@@ -127,4 +133,3 @@ static __always_inline s32 kick_search(struct kick_env *e, s32 llc, s32 this_cpu
 	return -1;
 }
 
-#endif /* __KICK_BPF_H */

@@ -13,27 +13,19 @@
  *         select_idle_core [SIS_CORE] / __select_idle_cpu
  *   update_idle_core (the has_idle_cores hint, from the idle transitions)
  *
- * Everything kernel-specific comes from the includer, which defines, before
- * including this file:
- *   struct sis_topo topo                 the topology
- *   struct llc_ctx llc_ctxs[MAX_LLCS]    per-LLC state (nr_idle_scan, has_idle_cores)
- *   struct cpu_ctx cpu_ctxs[MAX_CPUS]    per-CPU state (idle_start, SIS_PROP, util)
- *   u64 imbalance_pct                    of the domains above SMT (117)
- *   bool sis_idle(c, cpu)                available_idle_cpu(): a read, no claim
- *   bool sis_claim(c, cpu)               take an idle CPU (test_and_clear)
- *   u32  sis_nr_running(c, cpu)          cpu_rq(cpu)->nr_running
- *   u64  sis_jiffies(c), sis_clock(c)    jiffies, cpu_clock(this_cpu)
- *   u32  sis_hz()                        HZ
- *   void sis_calib(c, target, nr)        the depth calibration hook (calib.bpf.h)
- * and fills struct sis_ctx (sis_ctx.bpf.h) with the waker's CPU, p's
- * cpus_ptr, the two tasks' loads and whether current is a per-CPU kthread.
- * main.bpf.c backs them with sched_ext, sis_test.bpf.c with synthetic state:
- * the host test runs this very code.
+ * The machine it reads (topology, per-LLC and per-CPU state) and the
+ * primitives it runs on (idle test and claim, nr_running, clocks) are
+ * declared in sis_ctx.bpf.h; the caller fills struct sis_ctx with the
+ * waker's CPU, p's cpus_ptr, the two tasks' loads and whether current is a
+ * per-CPU kthread. wake.bpf.h backs the primitives with sched_ext,
+ * synth.bpf.h with synthetic state: the host test runs this very code.
+ * select_idle_cpu() calls the depth calibration hook sis_calib()
+ * (calib.bpf.h).
  */
-#ifndef __SIS_BPF_H
-#define __SIS_BPF_H
+#pragma once
 
 #include "sis_ctx.bpf.h"
+#include "calib.bpf.h"
 
 static __always_inline struct cpu_ctx *sis_cpu_ctx(s32 cpu)
 {
@@ -118,6 +110,12 @@ static __always_inline u32 smt_nr(s32 cpu)
 	return nr > MAX_SMT ? MAX_SMT : nr;
 }
 
+/* the @i-th thread of @cpu's core: for_each_cpu(sib, cpu_smt_mask(cpu)), i < smt_nr(cpu) */
+static __always_inline s32 smt_sibling(s32 cpu, u32 i)
+{
+	return topo.cpu_smt[smt_row(cpu)][i & (MAX_SMT - 1)];
+}
+
 /* Are @a and @b threads of one core (a domain with SD_SHARE_CPUCAPACITY)? */
 static bool sis_smt_siblings(s32 a, s32 b)
 {
@@ -127,7 +125,7 @@ static bool sis_smt_siblings(s32 a, s32 b)
 		return false;
 	nr = smt_nr(a);
 	bpf_for(i, 0, nr) {
-		if (topo.cpu_smt[smt_row(a)][i & (MAX_SMT - 1)] == b)
+		if (smt_sibling(a, i) == b)
 			return true;
 	}
 	return false;
@@ -178,7 +176,7 @@ static __attribute__((unused)) void update_idle_core(struct sis_ctx *c, s32 cpu)
 		return;
 	nr = smt_nr(cpu);
 	bpf_for(i, 0, nr) {
-		sib = topo.cpu_smt[smt_row(cpu)][i & (MAX_SMT - 1)];
+		sib = smt_sibling(cpu, i);
 		if (sib == cpu)
 			continue;
 		sc = sis_cpu_ctx(sib);
@@ -206,7 +204,7 @@ static s32 select_idle_core(struct sis_ctx *c, s32 core, s32 *idle_cpu, u64 *rem
 	nr = smt_nr(core);
 
 	bpf_for(i, 0, nr) {
-		s32 cpu = topo.cpu_smt[smt_row(core)][i & (MAX_SMT - 1)];
+		s32 cpu = smt_sibling(core, i);
 
 		if (!sis_probe(c, cpu)) {
 			idle = false;
@@ -223,7 +221,7 @@ static s32 select_idle_core(struct sis_ctx *c, s32 core, s32 *idle_cpu, u64 *rem
 		return core;
 
 	bpf_for(i, 0, nr)
-		mask_set(removed, topo.cpu_smt[smt_row(core)][i & (MAX_SMT - 1)]);
+		mask_set(removed, smt_sibling(core, i));
 	return -1;
 }
 
@@ -243,7 +241,7 @@ static s32 select_idle_smt(struct sis_ctx *c, s32 target)
 	nr = smt_nr(target);
 
 	bpf_for(i, 0, nr) {
-		s32 cpu = topo.cpu_smt[smt_row(target)][i & (MAX_SMT - 1)];
+		s32 cpu = smt_sibling(target, i);
 
 		if (!sis_allowed(c, cpu))
 			continue;
@@ -587,7 +585,7 @@ static s32 wake_affine_idle(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync
 /*
  * wake_affine_weight() (fair.c). cpu_load() is the loader's per-CPU
  * utilization (cpu_ctx util, 0..1024), task_h_load() the scheduler's
- * PELT-like runnable average of the task (see task_load() in main.bpf.c).
+ * PELT-like runnable average of the task (see task_load_update() in wake.bpf.h).
  * capacity_of() is SCHED_CAPACITY on both sides (no asymmetric capacity),
  * imbalance_pct that of the lowest domain spanning both CPUs (110 for SMT
  * siblings, else 117).
@@ -674,4 +672,3 @@ static s32 select_task_rq_fair(struct sis_ctx *c, struct sis_wake_state *waker,
 	return select_idle_sibling(c, prev, new_cpu, &wakee->recent_used_cpu);
 }
 
-#endif /* __SIS_BPF_H */

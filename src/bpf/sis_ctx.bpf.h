@@ -1,11 +1,35 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The state of one wake-up decision and the small helpers every step uses.
- * Included after the topology (struct sis_topo topo) is declared and before
- * the includer's primitives; sis.bpf.h holds the steps themselves.
+ * The state of one wake-up decision, the machine it reads (topology, per-LLC
+ * and per-CPU state), the primitives it runs on and the small helpers every
+ * step uses; sis.bpf.h holds the steps themselves.
+ *
+ * The primitives are declared here and defined by each object that runs the
+ * wake-up: wake.bpf.h over sched_ext's idle tracking and the kernel's
+ * runqueues, synth.bpf.h over a synthetic machine (the host test and the
+ * placement-cost benchmark run this very code).
  */
-#ifndef __SIS_CTX_BPF_H
-#define __SIS_CTX_BPF_H
+#pragma once
+
+#include <scx/common.bpf.h>
+#include "intf.h"
+
+/*
+ * The machine. The scheduler's topology and imbalance_pct are set by the
+ * loader before load (read-only once loaded); the host objects rewrite them
+ * between runs and say so by defining SIS_STATE_WRITABLE first (synth.bpf.h).
+ */
+#ifdef SIS_STATE_WRITABLE
+struct sis_topo topo;
+u64 imbalance_pct = DEFAULT_IMBALANCE_PCT;	/* of the domains above SMT (117) */
+#else
+const volatile struct sis_topo topo;
+const volatile u64 imbalance_pct = DEFAULT_IMBALANCE_PCT;
+#endif
+#define SIS_STATE_DEFINED
+/* per-LLC state (nr_idle_scan, has_idle_cores) and per-CPU state (idle_start, SIS_PROP, util) */
+struct llc_ctx llc_ctxs[MAX_LLCS];
+struct cpu_ctx cpu_ctxs[MAX_CPUS];
 
 #define SIS_INT_MAX	0x7fffffffLL
 
@@ -88,4 +112,18 @@ static __always_inline bool sis_share_cache(s32 a, s32 b)
 	return la >= 0 && la == sis_cpu_llc(b);
 }
 
-#endif /* __SIS_CTX_BPF_H */
+/*
+ * The primitives (defined by wake.bpf.h or synth.bpf.h):
+ *   sis_idle(c, cpu)        available_idle_cpu(): a read, no claim
+ *   sis_claim(c, cpu)       take an idle CPU (test_and_clear)
+ *   sis_nr_running(c, cpu)  cpu_rq(cpu)->nr_running
+ *   sis_jiffies(c), sis_clock(c), sis_hz()   jiffies, cpu_clock(this_cpu), HZ
+ *   calib_idle_words(c, dst, nr)             the first nr words of the idle mask
+ */
+static __always_inline bool sis_idle(struct sis_ctx *c, s32 cpu);
+static __always_inline bool sis_claim(struct sis_ctx *c, s32 cpu);
+static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu);
+static __always_inline u64 sis_jiffies(struct sis_ctx *c);
+static __always_inline u64 sis_clock(struct sis_ctx *c);
+static __always_inline u32 sis_hz(void);
+static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr);

@@ -9,10 +9,15 @@
  * of weight w advances its vruntime by delta * 100 * VT_SCALE / w. All comparisons are
  * of differences (s64), so the clocks may wrap.
  *
- * Included from main.bpf.c after the task/LLC helpers (sis_cpu_llc, stat_inc).
+ * The ops callbacks' vtime part is at the end (vt_running() ... vt_disable()); the
+ * enqueue takes its key from vt_enqueue_key().
  */
-#ifndef __SISUTIL_VTIME_BPF_H
-#define __SISUTIL_VTIME_BPF_H
+#pragma once
+
+#include <scx/common.bpf.h>
+#include "intf.h"
+#include "ctx.bpf.h"
+#include "wait_hist.bpf.h"
 
 #define VT_SCALE	256ULL		/* fixed-point fraction: V advances by tiny steps */
 #define VT_NICE0	100ULL		/* sched_ext's weight of nice 0 */
@@ -25,9 +30,6 @@
 #define VT_GUARD_NS	(200ULL * 1000 * 1000)
 /* The clock's rate is measured over windows of this length. */
 #define VT_RATE_NS	(50ULL * 1000 * 1000)
-#ifndef PF_KTHREAD
-#define PF_KTHREAD	0x00200000	/* include/linux/sched.h */
-#endif
 
 /*
  * Per LLC, shared by its CPUs (one cache line). vclock is V, the LLC's virtual time;
@@ -248,24 +250,6 @@ static __always_inline void vt_advance(s32 llc, u64 delta, u32 w_running, u64 no
 	}
 }
 
-/* log2 buckets, 4 per octave: ns < 4 -> ns; else 4 * (msb - 1) + the next two bits */
-static __always_inline u32 wait_bucket(u64 ns)
-{
-	u32 msb = 0, idx;
-	u64 v = ns;
-
-	if (ns < 4)
-		return ns;
-	if (v >> 32) { msb += 32; v >>= 32; }
-	if (v >> 16) { msb += 16; v >>= 16; }
-	if (v >> 8) { msb += 8; v >>= 8; }
-	if (v >> 4) { msb += 4; v >>= 4; }
-	if (v >> 2) { msb += 2; v >>= 2; }
-	if (v >> 1) { msb += 1; }
-	idx = (msb - 1) * 4 + ((ns >> (msb - 2)) & 3);
-	return idx < WAIT_NR_BUCKETS ? idx : WAIT_NR_BUCKETS - 1;
-}
-
 static __always_inline void wait_record(u64 ns)
 {
 	u32 zero = 0;
@@ -290,4 +274,172 @@ static __always_inline struct vt_ctx *vt_get(struct task_struct *p, bool create)
 	return vt;
 }
 
-#endif /* __SISUTIL_VTIME_BPF_H */
+
+/* ---- the ops callbacks' vtime part ---- */
+
+/*
+ * The enqueue's DSQ key on @llc: the EEVDF order, the virtual deadline, lag
+ * within two of the task's own slices, the key within the wait guard of the
+ * LLC clock. The old rules (a sleeper's slice of credit, 8 slices of debt)
+ * let a stream of waking hackbench tasks overtake a nice-0 task queued
+ * behind nice -20 hogs for 30 s ("runnable task stall (scx_sisutil[227]
+ * failed to run for 29.764s)").
+ */
+static u64 vt_enqueue_key(struct task_struct *p, s32 llc)
+{
+	struct vt_ctx *vt = vt_get(p, false);
+	struct llc_vtime *lv;
+	u64 key;
+
+	if (vt) {
+		vt_migrate(p, vt, llc);
+		key = vt_key(p, vt, llc);
+		vt->queued = 1;
+		return key;
+	}
+	lv = llc_vt(llc);
+	return lv ? READ_ONCE(lv->vclock) : 0;
+}
+
+/* ops.running: the wait ends (histogram), the run starts on this LLC's clock */
+static void vt_running(struct task_struct *p)
+{
+	s32 llc = sis_cpu_llc(scx_bpf_task_cpu(p));
+	struct vt_ctx *vt = vt_get(p, false);
+	u64 now = bpf_ktime_get_ns();
+
+	if (!vt)
+		return;
+	vt->exec_start = now;
+	if (vt->runnable_at) {
+		wait_record(now - vt->runnable_at);
+		vt->runnable_at = 0;
+	}
+	/* steals and direct dispatches run tasks charged to another clock */
+	if (llc >= 0)
+		vt_migrate(p, vt, llc);
+	/*
+	 * A direct dispatch (select_cpu's insert into an idle CPU's local DSQ)
+	 * skips the LLC queue. While that queue holds tasks it gets a quarter
+	 * slice, then queues by its deadline like everyone else: direct
+	 * dispatches cannot keep the LLC queue waiting.
+	 */
+	if (!vt->queued && llc >= 0 && scx_bpf_dsq_nr_queued(llc) &&
+	    p->scx.slice > slice_ns / 4)
+		p->scx.slice = slice_ns / 4;
+	vt->queued = 0;
+}
+
+/* ops.stopping: charge the run to the task's v and to the LLC clock V */
+static void vt_stopping(struct task_struct *p, bool runnable)
+{
+	struct vt_ctx *vt = vt_get(p, false);
+	u64 now = bpf_ktime_get_ns(), delta;
+	u32 w = vt_weight(p);
+
+	if (!vt || !vt->exec_start)
+		return;
+	delta = now - vt->exec_start;
+	vt->exec_start = 0;
+	/* v += delta * 100 / w (update_curr: calc_delta_fair) */
+	vt->vruntime += vt_scale(delta, w);
+	/* V += delta * 100 / W (the LLC clock, see vt_advance) */
+	vt_advance(vt->llc, delta, w, now);
+	if (runnable)
+		vt->runnable_at = now;
+}
+
+/*
+ * ops.runnable: a task becomes runnable (wake-up, new task, class change):
+ * EEVDF's place_entity() on this LLC's clock, v = V - vlag, with the lag it
+ * had when it stopped being runnable, and its weight joins W.
+ */
+static void vt_runnable(struct task_struct *p)
+{
+	s32 llc = sis_cpu_llc(scx_bpf_task_cpu(p));
+	struct vt_ctx *vt = vt_get(p, true);
+	struct llc_vtime *lv = llc_vt(llc);
+
+	if (!vt)
+		return;
+	vt->runnable_at = bpf_ktime_get_ns();
+	vt->queued = 0;
+	if (!lv)
+		return;
+	vt_attach(p, vt, llc);
+	vt->vruntime = READ_ONCE(lv->vclock) - vt->vlag;
+}
+
+/*
+ * ops.quiescent: a task stops being runnable (sleep, exit, class change):
+ * update_entity_lag(), vlag = V - v clamped to two of its own slices, and its
+ * weight leaves W. Kernel threads keep no debt (negative lag) across sleeps:
+ * under soak load a nice-19 khugepaged preempted inside collapse_huge_page()'s
+ * RCU section waited out its debt again and again, the grace period stalled
+ * for 21 s and 7.3.4 ejected the scheduler. A departure from fair.c.
+ */
+static void vt_quiescent(struct task_struct *p)
+{
+	struct vt_ctx *vt = vt_get(p, false);
+	struct llc_vtime *lv;
+	s64 lim;
+
+	if (!vt)
+		return;
+	vt->runnable_at = 0;
+	lv = llc_vt(vt->llc);
+	if (lv) {
+		lim = vt_lag_limit(vt_weight(p));
+		vt->vlag = (s64)(READ_ONCE(lv->vclock) - vt->vruntime);
+		if (vt->vlag > lim)
+			vt->vlag = lim;
+		if (vt->vlag < -lim)
+			vt->vlag = -lim;
+		if ((p->flags & PF_KTHREAD) && vt->vlag < 0)
+			vt->vlag = 0;
+	}
+	vt_detach(vt);
+}
+
+/*
+ * ops.set_weight: reweight_entity(): a runnable task's lag is kept in
+ * real-time terms, vlag' = vlag * w / w', and W follows the new weight.
+ */
+static void vt_set_weight(struct task_struct *p, u32 weight)
+{
+	struct vt_ctx *vt = vt_get(p, false);
+	struct llc_vtime *lv;
+	s64 lag;
+
+	if (!vt || vt->llc < 0 || !weight || !vt->weight)
+		return;
+	lv = llc_vt(vt->llc);
+	if (lv) {
+		lag = (s64)(READ_ONCE(lv->vclock) - vt->vruntime);
+		lag = lag * (s64)vt->weight / (s64)weight;
+		vt->vruntime = READ_ONCE(lv->vclock) - lag;
+	}
+	vt_load_add(vt->llc, (s64)weight - (s64)vt->weight);
+	vt->weight = weight;
+}
+
+/* ops.enable: a new task starts at the clock with zero lag */
+static void vt_enable(struct task_struct *p)
+{
+	struct llc_vtime *lv = llc_vt(sis_cpu_llc(scx_bpf_task_cpu(p)));
+	struct vt_ctx *vt = vt_get(p, true);
+
+	if (vt) {
+		vt->vruntime = lv ? READ_ONCE(lv->vclock) : 0;
+		vt->vlag = 0;
+	}
+}
+
+/* ops.disable: the task leaves sched_ext: its weight must not stay in W */
+static void vt_disable(struct task_struct *p)
+{
+	struct vt_ctx *vt = vt_get(p, false);
+
+	if (vt)
+		vt_detach(vt);
+}

@@ -14,6 +14,7 @@
  */
 #include <scx/common.bpf.h>
 #include "intf.h"
+#include "wait_hist.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -59,24 +60,6 @@ static __always_inline s32 task_nice(const struct task_struct *p)
 	if (nice > 19)
 		nice = 19;
 	return nice;
-}
-
-/* the same buckets as the scheduler's own wait histogram (vtime.bpf.h) */
-static __always_inline u32 lat_bucket(u64 ns)
-{
-	u32 msb = 0, idx;
-	u64 v = ns;
-
-	if (ns < 4)
-		return ns;
-	if (v >> 32) { msb += 32; v >>= 32; }
-	if (v >> 16) { msb += 16; v >>= 16; }
-	if (v >> 8) { msb += 8; v >>= 8; }
-	if (v >> 4) { msb += 4; v >>= 4; }
-	if (v >> 2) { msb += 2; v >>= 2; }
-	if (v >> 1) { msb += 1; }
-	idx = (msb - 1) * 4 + ((ns >> (msb - 2)) & 3);
-	return idx < WAIT_NR_BUCKETS ? idx : WAIT_NR_BUCKETS - 1;
 }
 
 static __always_inline void mark_runnable(struct task_struct *p, u64 flags)
@@ -142,7 +125,7 @@ int BPF_PROG(waitlat_switch, bool preempt, struct task_struct *prev, struct task
 	h = bpf_map_lookup_elem(&lat_hists, &key);
 	if (!h)
 		return 0;
-	h->bucket[lat_bucket(d) & (WAIT_NR_BUCKETS - 1)]++;
+	h->bucket[wait_bucket(d) & (WAIT_NR_BUCKETS - 1)]++;
 	h->count++;
 	h->sum_ns += d;
 	if (d > h->max_ns) {

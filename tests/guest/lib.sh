@@ -1,15 +1,17 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # shellcheck shell=bash
 #
-# Helpers shared by the guest-side VM test scripts (tests/guest/*.sh, run by tests/vm.rs
-# through tools/vm; in the guest they are in /opt/sisutil/tests, on PATH). Sourced by bash.
+# Helpers shared by every guest-side test script (tests/guest/*.sh, run by tests/vm.rs,
+# tests/reliability.rs, tests/fairness.rs and tools/soak through tools/vm; in the guest they
+# are in /opt/sisutil/tests, on PATH). Sourced by bash.
 #
-# Output conventions, which tests/vm.rs relies on:
-#   ok: <check>      one line per passed check; vm.rs asserts that the expected ones appear,
-#                    so a check that silently did not run fails the test too
-#   FAIL: <why>      the first failed check; the script exits 1 right after it
-#   # ...            information (time series, counters, logs)
-#   PASS <name>      the last line of a script whose checks all passed
+# Output conventions, which the Rust side (tests/common) relies on:
+#   ok: <check>        one line per passed check; the test asserts that the expected ones
+#                      appear, so a check that silently did not run fails the test too
+#   FAIL: <why>        the first failed check; the script exits 1 right after it
+#   FIGURE key=value   a measured figure (counts, durations) for the report
+#   # ...              information (time series, counters, logs)
+#   PASS <name>        the last line of a script whose checks all passed
 # Every command failure that no check caught (set -e) also ends in a FAIL: line.
 
 set -Eeuo pipefail
@@ -17,12 +19,15 @@ set -Eeuo pipefail
 SCX=/sys/kernel/sched_ext
 TEST_NAME=${TEST_NAME:-$(basename "$0" .sh)}
 # How long scx_sisutil may take to attach (BPF verification under TCG is slow, slower still
-# on a busy host); tests/vm.rs passes it through tools/vm --env.
+# on a busy host); tests/common passes it through tools/vm --env.
 ATTACH_TIMEOUT=${VMTEST_ATTACH_TIMEOUT:-60}
 SCHED_PID=
 SCHED_LOG=
 SCHED_RC=
 BG_PIDS=()
+# Kernel-initiated disable reasons a scenario accepts besides the clean one (hotplug adds
+# "unregistered from the main kernel": the kernel ejects the scheduler to restart it).
+SCX_OK_REASONS='unregistered from user space'
 
 # Guest uptime in seconds (centiseconds resolution): all times below are guest times, which
 # under TCG are emulated, not host seconds.
@@ -39,10 +44,13 @@ before() { awk -v n="$(now)" -v d="$1" 'BEGIN { exit !(n < d) }'; }
 
 info() { echo "# [$(since)s] $*"; }
 ok() { echo "ok: $*"; }
+figure() { echo "FIGURE $1=$2"; }
 
 fail() {
   echo "FAIL: $*"
   dump_sched_log
+  echo "# --- dmesg (sched_ext, hotplug) ---"
+  dmesg | grep -E 'sched_ext|smpboot|CPU [0-9]+ is now offline' | tail -n 40 | sed 's/^/#   /' || true
   exit 1
 }
 
@@ -54,14 +62,17 @@ on_err() {
 }
 trap 'on_err "$LINENO" "$BASH_COMMAND"' ERR
 
-# Kill what we started in the background, whatever happened (a leftover stress-ng would keep
+# Stop what we started in the background, whatever happened (a leftover stress-ng would keep
 # the guest from powering off promptly and distort the next step).
 cleanup() {
   local p
+  touch /tmp/rel-stop
   for p in "${BG_PIDS[@]+"${BG_PIDS[@]}"}"; do
     kill -TERM "$p" 2>/dev/null || true
   done
+  pkill -TERM stress-ng 2>/dev/null || true
   if [ -n "$SCHED_PID" ] && kill -0 "$SCHED_PID" 2>/dev/null; then
+    kill -CONT "$SCHED_PID" 2>/dev/null || true
     kill -TERM "$SCHED_PID" 2>/dev/null || true
   fi
   rm -f /tmp/vmtest-stop
@@ -69,6 +80,9 @@ cleanup() {
 trap cleanup EXIT
 
 pass() { echo "PASS $TEST_NAME"; }
+
+# bg PID: remember a background job for cleanup.
+bg() { BG_PIDS+=("$1"); }
 
 # ---------------------------------------------------------------------------------------
 # Assertions
@@ -79,7 +93,7 @@ expect_eq() {
   ok "$1 = $3"
 }
 
-# expect_rc WHAT GOT_RC: the exit status must be non-zero.
+# expect_nonzero WHAT GOT_RC: the exit status must be non-zero.
 expect_nonzero() {
   [ "$2" -ne 0 ] || fail "$1: exit status 0, want non-zero"
 }
@@ -92,38 +106,67 @@ awk_true() {
 }
 
 # ---------------------------------------------------------------------------------------
+# CPUs and caches
+
+online_cpus() { cat /sys/devices/system/cpu/online; }
+# Number of CPUs in a cpulist such as 0-2,4,6-7
+cpulist_count() { awk -F, '{ n = 0; for (i = 1; i <= NF; i++) { split($i, r, "-"); n += (r[2] == "" ? 1 : r[2] - r[1] + 1) } print n }' <<<"$1"; }
+# Expand a cpulist to one CPU per line
+cpulist_expand() { awk -F, '{ for (i = 1; i <= NF; i++) { split($i, r, "-"); hi = (r[2] == "" ? r[1] : r[2]); for (c = r[1]; c <= hi; c++) print c } }' <<<"$1"; }
+
+# Distinct last-level caches among the online CPUs, one cpulist per line.
+llc_lists() {
+  local c idx
+  for c in $(cpulist_expand "$(online_cpus)"); do
+    idx=$(ls -d /sys/devices/system/cpu/cpu"$c"/cache/index* | sort -V | tail -n1)
+    cat "$idx/shared_cpu_list"
+  done | sort -u
+}
+
+# Number of distinct last-level caches among the online CPUs.
+guest_llcs() { llc_lists | wc -l; }
+
+# ---------------------------------------------------------------------------------------
 # sched_ext and the scheduler
 
 scx_state() { cat "$SCX/state"; }
 # root/ops on 7.x and 6.12; scx_ops_open! appends _VERSION_TARGET to the ops name.
 scx_ops() { cat "$SCX/root/ops" 2>/dev/null || true; }
 
-# sched_start LOG [ARGS...]: start scx_sisutil ARGS in the background (output to LOG) and wait
-# up to 20 s until sched_ext is enabled with our ops (name starting with sisutil_).
-sched_start() {
-  SCHED_LOG=$1; shift
-  local t st ops dl
-  t=$(now); dl=$(deadline_in "$ATTACH_TIMEOUT")
-  scx_sisutil "$@" > "$SCHED_LOG" 2>&1 &
-  SCHED_PID=$!
-  while :; do
-    st=$(scx_state); ops=$(scx_ops)
-    if [ "$st" = enabled ] && [[ $ops == sisutil_* ]]; then
-      break
-    fi
-    kill -0 "$SCHED_PID" 2>/dev/null ||
-      fail "scx_sisutil $* exited before attaching (state '$st')"
-    before "$dl" ||
-      fail "scx_sisutil $* not attached after $ATTACH_TIMEOUT s (state '$st', ops '$ops')"
-    sleep 0.1
-  done
-  info "attached after $(since "$t") s: ops $ops (pid $SCHED_PID)"
+# sched_attached: the process runs and sched_ext is enabled with our ops (sisutil_*).
+sched_attached() {
+  kill -0 "$SCHED_PID" 2>/dev/null && [ "$(scx_state)" = enabled ] && [[ $(scx_ops) == sisutil_* ]]
 }
 
-# sched_alive WHEN: the scheduler process runs and sched_ext is still enabled.
+# sched_wait_attached WHY [LIMIT_S]: wait (default ATTACH_TIMEOUT) until attached; the time
+# it took goes to ATTACH_S.
+sched_wait_attached() {
+  local why=$1 limit=${2:-$ATTACH_TIMEOUT} t dl
+  t=$(now); dl=$(deadline_in "$limit")
+  until sched_attached; do
+    kill -0 "$SCHED_PID" 2>/dev/null || fail "scx_sisutil exited $why (state '$(scx_state)')"
+    before "$dl" ||
+      fail "scx_sisutil not attached ${limit} s $why (state '$(scx_state)', ops '$(scx_ops)')"
+    sleep 0.1
+  done
+  ATTACH_S=$(since "$t")
+}
+
+# sched_start LOG [ARGS...]: start scx_sisutil ARGS in the background (output appended to
+# LOG) and wait until sched_ext is enabled with our ops.
+sched_start() {
+  SCHED_LOG=$1; shift
+  scx_sisutil "$@" >> "$SCHED_LOG" 2>&1 &
+  SCHED_PID=$!
+  sched_wait_attached "after start"
+  info "attached after ${ATTACH_S} s: ops $(scx_ops) (pid $SCHED_PID)"
+}
+
+# sched_alive WHEN: the scheduler process runs and sched_ext is still enabled with our ops.
 sched_alive() {
   kill -0 "$SCHED_PID" 2>/dev/null || fail "scx_sisutil exited $1"
   [ "$(scx_state)" = enabled ] || fail "sched_ext state '$(scx_state)' $1, want enabled"
+  [[ $(scx_ops) == sisutil_* ]] || fail "ops '$(scx_ops)' $1, want sisutil_*"
   ok "still enabled $1"
 }
 
@@ -143,6 +186,16 @@ sched_stop() {
   SCHED_PID=
 }
 
+# sched_stop_clean: SIGTERM -> exit status 0, sched_ext disabled, the log says why.
+sched_stop_clean() {
+  sched_stop TERM
+  expect_eq "scx_sisutil exit status after SIGTERM" "$SCHED_RC" 0
+  wait_state disabled 10
+  tail -n 3 "$SCHED_LOG" | grep -q 'unregistered from user space' ||
+    fail "the scheduler's last exit is not 'unregistered from user space'"
+  ok "clean exit: unregistered from user space"
+}
+
 # wait_state STATE LIMIT_S: sched_ext reaches STATE within LIMIT_S seconds; prints how long.
 wait_state() {
   local want=$1 limit=$2 t dl
@@ -156,29 +209,50 @@ wait_state() {
 
 dump_sched_log() {
   [ -n "$SCHED_LOG" ] && [ -s "$SCHED_LOG" ] || return 0
-  echo "# --- scx_sisutil log ($SCHED_LOG) ---"
-  sed 's/^/#   sched| /' "$SCHED_LOG"
+  echo "# --- scx_sisutil log ($SCHED_LOG, last 100 lines) ---"
+  tail -n 100 "$SCHED_LOG" | sed 's/^/#   sched| /'
 }
 
-# The kernel must not have disabled a BPF scheduler for any reason other than a clean
-# unregistration (a stall, a BPF error, an invalid dispatch, ... all read
-# 'sched_ext: BPF scheduler "..." disabled (REASON)').
-check_dmesg_clean() {
-  local all bad
-  all=$(dmesg | grep 'sched_ext' || true)
-  echo "# dmesg sched_ext lines:"
+# check_scx_exits: every 'sched_ext: BPF scheduler "..." disabled (REASON)' in the kernel
+# log has a reason in SCX_OK_REASONS (|-separated: a stall, a BPF error, an invalid
+# dispatch, ... are not); counts watchdog stalls separately.
+check_scx_exits() {
+  local all bad stalls
+  all=$(dmesg | grep -E 'sched_ext: BPF scheduler ".*" disabled \(' || true)
+  echo "# dmesg sched_ext disables:"
   printf '%s\n' "$all" | sed 's/^/#   /'
-  bad=$(printf '%s\n' "$all" | grep -E 'sched_ext:.*disabled' |
-          grep -v '(unregistered from user space)' || true)
+  stalls=$(printf '%s\n' "$all" | grep -c 'runnable task stall' || true)
+  figure watchdog_stalls "$stalls"
+  bad=$(printf '%s\n' "$all" | grep -v -E "\(($SCX_OK_REASONS)\)" | grep . || true)
   [ -z "$bad" ] || fail "sched_ext disabled a scheduler abnormally: $bad"
+  figure scx_disables "$(printf '%s\n' "$all" | grep -c . || true)"
+  ok "dmesg: every sched_ext disable was '${SCX_OK_REASONS//|/' or '}'"
+}
+
+# check_dmesg_clean: check_scx_exits with the clean unregistration as the only reason.
+check_dmesg_clean() {
+  SCX_OK_REASONS='unregistered from user space' check_scx_exits
   ok "dmesg: no abnormal sched_ext disable"
 }
 
+# print_events: the kernel's sched_ext event counters (7.x: root/events; 6.12 has none).
+# Must run while the scheduler is attached (root/ goes away with it).
+print_events() {
+  if [ -r "$SCX/root/events" ]; then
+    echo "# sched_ext events ($SCX/root/events):"
+    sed 's/^/#   /' "$SCX/root/events"
+    while read -r k v; do figure "event_$k" "$v"; done < "$SCX/root/events"
+  else
+    info "no $SCX/root/events on $(uname -r) (counters exist from 6.16 on)"
+    figure events none
+  fi
+}
+
+# Forks since boot (the 'processes' line of /proc/stat).
+forks_total() { awk '/^processes/ { print $2 }' /proc/stat; }
+
 # ---------------------------------------------------------------------------------------
 # Workloads
-
-# bg PID: remember a background job for cleanup.
-bg() { BG_PIDS+=("$1"); }
 
 # hackbench_for SECS ARGS...: run `hackbench ARGS` back to back until SECS seconds have
 # passed (the last run may end later); fails on the first failed run.
@@ -233,6 +307,53 @@ nice10() {
 }
 
 # ---------------------------------------------------------------------------------------
+# Background workloads. Each loop runs until /tmp/rel-stop exists, counts its runs and its
+# failures in /tmp/rel-NAME.{runs,fail}; loads_stop checks them.
+
+LOADS=()
+
+# loop_bg NAME CMD: run CMD (a shell command line) back to back in the background.
+loop_bg() {
+  local name=$1 cmd=$2
+  rm -f "/tmp/rel-$name.runs" "/tmp/rel-$name.fail"
+  : > "/tmp/rel-$name.runs"
+  (
+    trap - ERR EXIT; set +e
+    while [ ! -e /tmp/rel-stop ]; do
+      out=$(timeout 300 sh -c "$cmd" 2>&1); rc=$?
+      if [ $rc -eq 0 ]; then echo >> "/tmp/rel-$name.runs"
+      else printf 'exit %s: %s\n' "$rc" "$(printf '%s' "$out" | tail -n 3 | tr '\n' ' ')" >> "/tmp/rel-$name.fail"; fi
+    done
+  ) &
+  bg $!
+  LOADS+=("$name:$!")
+}
+
+loads_start() { rm -f /tmp/rel-stop; }
+
+# loads_stop: stop every loop (the current runs finish), report runs, fail on failures.
+loads_stop() {
+  local l name pid runs
+  touch /tmp/rel-stop
+  for l in "${LOADS[@]+"${LOADS[@]}"}"; do
+    name=${l%%:*}; pid=${l#*:}
+    wait "$pid" 2>/dev/null || true
+    runs=$(wc -l < "/tmp/rel-$name.runs")
+    figure "runs_$name" "$runs"
+    if [ -s "/tmp/rel-$name.fail" ]; then fail "$name failed: $(head -n 1 "/tmp/rel-$name.fail")"; fi
+    [ "$runs" -gt 0 ] || fail "$name never completed a run"
+  done
+  LOADS=()
+  ok "background loads completed runs, none failed"
+}
+
+# netperf_setup: netserver on loopback (TCP_RR needs it).
+netperf_setup() {
+  pgrep -x netserver > /dev/null || netserver > /dev/null 2>&1
+  sleep 0.5
+}
+
+# ---------------------------------------------------------------------------------------
 # Monitor output (one JSON object per line)
 
 # monitor_json FILE COUNT INTERVAL: `scx_sisutil monitor --json` into FILE (no jq here: it
@@ -251,12 +372,4 @@ monitor_json() {
 # json_sum FILE FIELD: the sum of a top-level counter over every line of FILE.
 json_sum() { jq -s "map(.$2) | add" "$1"; }
 
-# Number of distinct last-level caches the guest kernel sees (L3, or the highest level).
-guest_llcs() {
-  local idx
-  idx=$(ls -d /sys/devices/system/cpu/cpu0/cache/index* | sort -V | tail -n1)
-  idx=$(basename "$idx")
-  cat /sys/devices/system/cpu/cpu[0-9]*/cache/"$idx"/shared_cpu_list | sort -u | wc -l
-}
-
-info "$TEST_NAME on $(uname -r), $(nproc) CPUs, smp '${SISUTIL_SMP:-?}', $(guest_llcs) LLC(s)"
+info "$TEST_NAME on $(uname -r), $(nproc) CPUs online ($(online_cpus)), smp '${SISUTIL_SMP:-?}', $(guest_llcs) LLC(s)"

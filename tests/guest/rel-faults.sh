@@ -15,7 +15,7 @@
 #   5. SIGSTOP of the loader for STOP_SECS (default 10) seconds: the BPF side keeps working
 #      on the last scan depths (still enabled, a hackbench completes, no watchdog exit),
 #      then SIGCONT, statistics flow again, SIGTERM → exit 0.
-. "$(dirname "$0")/rel-lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 stop_secs=${1:-10}
 PIN=/sys/fs/bpf/scx_sisutil/features

@@ -14,10 +14,10 @@
 # After each step: attached again (same ops name), the loader logged a restart, its last
 # topology line has the online CPU count; at the end SIGTERM → exit 0, and the only
 # kernel-initiated disables are the hotplug ones. ROUNDS (default 1) repeats 1-3.
-. "$(dirname "$0")/rel-lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 rounds=${1:-1}
-# shellcheck disable=SC2034 # read by rel-lib.sh's dmesg check
+# shellcheck disable=SC2034 # read by lib.sh's dmesg check
 SCX_OK_REASONS='unregistered from user space|unregistered from the main kernel'
 LOG=/tmp/rel-sched.log
 events=0

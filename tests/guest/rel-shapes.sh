@@ -13,7 +13,7 @@
 # Migration-disabled kthreads exist by themselves (per-CPU kworkers, stoppers); the ops set
 # SCX_OPS_ENQ_MIGRATION_DISABLED, so every shape also exercises that path.
 # At the end: no abnormal sched_ext disable (no watchdog stall), SIGTERM → exit 0.
-. "$(dirname "$0")/rel-lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 secs=${1:-10}
 ncpu=$(nproc)
@@ -45,7 +45,7 @@ stress-ng --cpu "$ncpu" --timeout $((secs + 30))s > /dev/null 2>&1 &
 p=$!
 sleep 1
 changes=0
-end=$(later "$secs")
+end=$(deadline_in "$secs")
 while before "$end"; do
   for w in $(pgrep -P "$p" stress-ng || true); do
     case $((RANDOM % 3)) in

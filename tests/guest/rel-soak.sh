@@ -10,7 +10,7 @@
 # final feature word matches the script's model and the stats of the BPF side, no load
 # failed, the kernel logged no abnormal disable (0 watchdog stalls), and SIGTERM ends it
 # with exit status 0. Reports duration, forks, switches and the kernel's event counters.
-. "$(dirname "$0")/rel-lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 secs=${1:-60}
 every=${2:-2}
@@ -42,7 +42,7 @@ loop_bg netperf "netperf -H 127.0.0.1 -t TCP_RR -l 3 -P 0 -- -r 1,1"
 declare -A model
 while read -r n st _; do model[$n]=$st; done < <(scx_sisutil features)
 switches=0 changed=0
-end=$(later "$secs")
+end=$(deadline_in "$secs")
 while before "$end"; do
   sleep "$every"
   name=${FEATS[RANDOM % ${#FEATS[@]}]}

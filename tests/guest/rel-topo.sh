@@ -9,13 +9,13 @@
 # 'auto': the first present CPU that maxcpus= kept offline at boot; which ids the kernel
 # brings up under maxcpus= follows the APIC order, not the id order) comes online while the
 # scheduler runs: the loader restarts with it.
-. "$(dirname "$0")/rel-lib.sh"
+. "$(dirname "$0")/lib.sh"
 
 secs=${1:-10}
 offline=${2:-}
 later_cpu=${3:-}
 LOG=/tmp/rel-sched.log
-# shellcheck disable=SC2034 # read by rel-lib.sh's dmesg check
+# shellcheck disable=SC2034 # read by lib.sh's dmesg check
 if [ -n "$later_cpu" ]; then SCX_OK_REASONS='unregistered from user space|unregistered from the main kernel'; fi
 
 for c in ${offline//,/ }; do

@@ -98,21 +98,28 @@ awk -v a="$t_attach" '{
 n_rows=$(wc -l < /tmp/rows)
 [ "$n_rows" -ge 10 ] || fail "only $n_rows monitor reports in $((IDLE_SECS + load_secs + AFTER_SECS)) s"
 
-t_full=$(first_row full "$t_attach")
-if [ -n "$t_full" ] && awk_true 't < l' -v t="$t_full" -v l="$t_launch"; then :; else
-  fail "idle: nr_idle_scan never equal to the weight on every LLC before the load"
-fi
-d_idle=$(rel "$t_attach" "$t_full")
-awk_true 'd <= l' -v d="$d_idle" -v l="$IDLE_LIMIT" ||
-  fail "idle: full depth on every LLC only $d_idle s after attach (limit $IDLE_LIMIT)"
-ok "idle: nr_idle_scan == weight on every LLC $d_idle s after attach"
+# reached CHECK KIND FROM LIMIT AFTER [UNTIL]: the first report at or after FROM with the
+# KIND depth (full, zero) on every LLC - before UNTIL, when given - came at most LIMIT s
+# after FROM (AFTER names that moment). Its time goes to REACHED_T, the delay to REACHED_S.
+reached() {
+  local check=$1 kind=$2 from=$3 limit=$4 after=$5 until=${6:-} what
+  if [ "$kind" = full ]; then what="nr_idle_scan == weight"; else what="nr_idle_scan 0"; fi
+  REACHED_T=$(first_row "$kind" "$from")
+  [ -n "$REACHED_T" ] || fail "$check: $what never on every LLC after $after"
+  if [ -n "$until" ]; then
+    awk_true 't < u' -v t="$REACHED_T" -v u="$until" ||
+      fail "$check: $what on every LLC only after the next phase began"
+  fi
+  REACHED_S=$(rel "$from" "$REACHED_T")
+  awk_true 'd <= l' -v d="$REACHED_S" -v l="$limit" ||
+    fail "$check: $what on every LLC only $REACHED_S s after $after (limit $limit)"
+  ok "$check: $what on every LLC $REACHED_S s after $after"
+}
 
-t_zero=$(first_row zero "$t_load")
-[ -n "$t_zero" ] || fail "saturated: nr_idle_scan never 0 on every LLC"
-d_in=$(rel "$t_load" "$t_zero"); l_in=$(limit_for "$IN_LIMIT" "$t_load")
-awk_true 'd <= l' -v d="$d_in" -v l="$l_in" ||
-  fail "saturated: nr_idle_scan 0 on every LLC only $d_in s after SIGCONT (limit $l_in)"
-ok "saturated: nr_idle_scan 0 on every LLC $d_in s after SIGCONT"
+reached idle full "$t_attach" "$IDLE_LIMIT" attach "$t_launch"
+d_idle=$REACHED_S
+reached saturated zero "$t_load" "$(limit_for "$IN_LIMIT" "$t_load")" SIGCONT
+d_in=$REACHED_S t_zero=$REACHED_T
 # While loaded, the depth stays at 0: count the reports between t_zero and the kill that are
 # not 0 everywhere (printed, and at most a fifth of them may differ: one report lands
 # while stress-ng forks or dies).
@@ -124,20 +131,10 @@ awk_true 'b * 5 <= n' -v b="$n_bad" -v n="$n_load" ||
   fail "saturated: $n_bad of $n_load reports under load had a non-zero depth"
 ok "saturated: depth stayed 0 ($n_bad of $n_load reports differ)"
 
-t_back=$(first_row full "$t_stop")
-if [ -n "$t_back" ] && awk_true 't < l' -v t="$t_back" -v l="$t_load"; then :; else
-  fail "load stopped: nr_idle_scan not back to the weight on every LLC before SIGCONT"
-fi
-d_stop=$(rel "$t_stop" "$t_back"); l_stop=$(limit_for "$OUT_LIMIT" "$t_stop")
-awk_true 'd <= l' -v d="$d_stop" -v l="$l_stop" ||
-  fail "load stopped: full depth on every LLC only $d_stop s after SIGSTOP (limit $l_stop)"
-ok "load stopped: nr_idle_scan == weight on every LLC $d_stop s after SIGSTOP"
-t_back=$(first_row full "$t_off")
-[ -n "$t_back" ] || fail "load gone: nr_idle_scan never back to the weight on every LLC"
-d_out=$(rel "$t_off" "$t_back"); l_out=$(limit_for "$OUT_LIMIT" "$t_off")
-awk_true 'd <= l' -v d="$d_out" -v l="$l_out" ||
-  fail "load gone: full depth on every LLC only $d_out s after the kill (limit $l_out)"
-ok "load gone: nr_idle_scan == weight on every LLC $d_out s after the kill"
+reached "load stopped" full "$t_stop" "$(limit_for "$OUT_LIMIT" "$t_stop")" SIGSTOP "$t_load"
+d_stop=$REACHED_S
+reached "load gone" full "$t_off" "$(limit_for "$OUT_LIMIT" "$t_off")" "the kill"
+d_out=$REACHED_S
 echo "# depth summary: full ${d_idle}s after attach; full ${d_stop}s after SIGSTOP; 0 ${d_in}s after SIGCONT; full ${d_out}s after SIGKILL"
 
 sched_alive "at the end"

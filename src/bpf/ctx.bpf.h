@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The scheduler's context: its knobs, the live feature word, the SIS
+ * statistics, the per-task context (task storage) and the per-CPU context
+ * (cpu_ctxs, sis_ctx.bpf.h). Every other room reads them through the
+ * helpers here.
+ */
+#pragma once
+
+#include <scx/common.bpf.h>
+#include "intf.h"
+#include "sis_ctx.bpf.h"
+
+#ifndef PF_KTHREAD
+#define PF_KTHREAD	0x00200000	/* include/linux/sched.h */
+#endif
+
+/* Set by the loader before load (with topo and imbalance_pct, sis_ctx.bpf.h). */
+const volatile u64 slice_ns = DEFAULT_SLICE_US * NSEC_PER_USEC;
+
+/* The live feature word; pinned by the loader so `scx_sisutil features` can switch it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);	/* the loader reads it without a syscall */
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} sis_features SEC(".maps");
+
+struct sis_counters {
+	u64 cnt[STAT_NR];
+};
+
+/* Counters per LLC, per CPU: no shared atomics on the hot paths. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_LLCS);
+	__type(key, u32);
+	__type(value, struct sis_counters);
+} sis_stats SEC(".maps");
+
+/* One wake-up's state (struct sis_ctx is too large for the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct sis_ctx);
+} sis_scratch SEC(".maps");
+
+struct task_ctx {
+	struct sis_wake_state ws; /* recent_used_cpu, last_wakee, wakee_flips (fair.c) */
+	u32 desched_wakeup;	/* sched_waking saw TTWU_QUEUE_DESCHED's condition */
+	u32 __pad;
+	u64 load_avg;		/* task_h_load(): PELT-like runnable average (see task_load_update) */
+	u64 runnable_at;	/* ops.runnable */
+	u64 quiescent_at;	/* ops.quiescent, 0: never slept */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_ctx);
+} task_ctxs SEC(".maps");
+
+static u64 features(void)
+{
+	u32 zero = 0;
+	u64 *f = bpf_map_lookup_elem(&sis_features, &zero);
+
+	return f ? *f : 0;
+}
+
+static struct sis_counters *llc_counters(s32 llc)
+{
+	u32 key = llc < 0 ? 0 : llc;
+
+	return bpf_map_lookup_elem(&sis_stats, &key);
+}
+
+static void stat_inc(s32 llc, u32 stat)
+{
+	struct sis_counters *sc = llc_counters(llc);
+
+	if (sc && stat < STAT_NR)
+		sc->cnt[stat]++;
+}
+
+/* a wake-up's counters into its LLC's */
+static void flush_counters(struct sis_ctx *c, s32 cpu)
+{
+	struct sis_counters *sc = llc_counters(sis_cpu_llc(cpu));
+	u32 i;
+
+	if (!sc)
+		return;
+	bpf_for(i, 0, STAT_NR)
+		sc->cnt[i] += c->cnt[i];
+}
+
+static struct cpu_ctx *cpu_ctx(s32 cpu)
+{
+	if (cpu < 0 || cpu >= MAX_CPUS)
+		return NULL;
+	return &cpu_ctxs[cpu & (MAX_CPUS - 1)];
+}
+
+/* ops.init_task: the task's context, fair.c's initial values */
+static s32 task_ctx_init(struct task_struct *p)
+{
+	struct task_ctx *tctx;
+
+	tctx = bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!tctx)
+		return -ENOMEM;
+	tctx->ws.recent_used_cpu = -1;
+	tctx->ws.last_wakee = -1;
+	tctx->load_avg = 1024ULL * p->scx.weight / 100;
+	return 0;
+}
+
+/* ops.init: sched_init(): avg_idle = 2 * migration cost, wake_avg_idle = avg_idle */
+static void cpu_ctx_init(void)
+{
+	u32 l;
+
+	bpf_for(l, 0, MAX_CPUS) {
+		struct cpu_ctx *cc = cpu_ctx(l);
+
+		if (l >= topo.nr_cpu_ids || !cc)
+			break;
+		cc->max_idle_balance_cost = SIS_PROP_MAX_IDLE_BALANCE_COST;
+		cc->avg_idle = 2 * SIS_PROP_MAX_IDLE_BALANCE_COST;
+		cc->wake_avg_idle = cc->avg_idle;
+		cc->wake_stamp = bpf_jiffies64();
+	}
+}
+
+/* ops.running: cpu_ctx.last_pid, the last task that ran on the CPU */
+static void cpu_note_running(struct task_struct *p)
+{
+	struct cpu_ctx *cc = cpu_ctx(scx_bpf_task_cpu(p));
+
+	if (cc)
+		WRITE_ONCE(cc->last_pid, p->pid);
+}

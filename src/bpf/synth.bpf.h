@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The wake-up's primitives (sis_ctx.bpf.h) over a synthetic machine, for
+ * the host objects that run the scheduler's own wake-up path without
+ * sched_ext: the differential test (sis_test.bpf.c) and the placement-cost
+ * benchmark (cost.bpf.c). The caller writes the machine through the
+ * skeleton's .bss (topo, llc_ctxs, cpu_ctxs, nr_running, synth_idle) or
+ * through a program's argument.
+ *
+ * Time is synthetic (synth_jiffies, synth_clock advancing by
+ * synth_clock_step per read, synth_hz) unless synth_real_time is set:
+ * then jiffies and cpu_clock are the host's and HZ is 250, so that SIS_PROP's
+ * avg_scan_cost is this host's real scan time.
+ */
+#pragma once
+
+#ifdef SIS_STATE_DEFINED
+#error "synth.bpf.h makes the machine writable: include it before sis_ctx.bpf.h"
+#endif
+#define SIS_STATE_WRITABLE
+#include "sis_ctx.bpf.h"
+
+u32 nr_running[MAX_CPUS];
+/* the idle mask */
+u64 synth_idle[MAX_CPUS / 64];
+u64 synth_jiffies, synth_clock, synth_clock_step, synth_clock_reads;
+u32 synth_hz, synth_real_time;
+
+static __always_inline bool sis_idle(struct sis_ctx *c, s32 cpu)
+{
+	return mask_test(synth_idle, cpu);
+}
+
+static __always_inline bool sis_claim(struct sis_ctx *c, s32 cpu)
+{
+	if (!mask_test(synth_idle, cpu))
+		return false;
+	synth_idle[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)] &= ~(1ULL << ((u32)cpu % 64));
+	return true;
+}
+
+static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu)
+{
+	if (cpu < 0 || cpu >= MAX_CPUS)
+		return 0;
+	return nr_running[cpu & (MAX_CPUS - 1)];
+}
+
+static __always_inline u64 sis_jiffies(struct sis_ctx *c)
+{
+	return synth_real_time ? bpf_jiffies64() : synth_jiffies;
+}
+
+/* cpu_clock(this_cpu): synthetic, the first read gives synth_clock, each later one a step more */
+static __always_inline u64 sis_clock(struct sis_ctx *c)
+{
+	if (synth_real_time)
+		return bpf_ktime_get_ns();
+	return synth_clock + synth_clock_step * synth_clock_reads++;
+}
+
+static __always_inline u32 sis_hz(void)
+{
+	return synth_real_time ? 250 : synth_hz;
+}
+
+/* the idle mask's words, for the depth calibration */
+static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr)
+{
+	__builtin_memcpy(dst, synth_idle, sizeof(synth_idle));
+}

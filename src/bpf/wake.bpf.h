@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The wake-up over sched_ext: the primitives the fair.c port (sis.bpf.h)
+ * runs on, backed by sched_ext's idle tracking and the kernel's runqueues;
+ * the state select_task_rq_fair() reads besides the machine (the waker's
+ * record_wakee() state, the tasks' PELT-like loads, TTWU_QUEUE_DESCHED's
+ * observation at sched_waking); ops.select_cpu's body; and the idle
+ * transitions that feed the wake-up's hints (has_idle_cores, avg_idle).
+ */
+#pragma once
+
+#include <scx/common.bpf.h>
+#include <scx/compat.bpf.h>
+#include "intf.h"
+#include "ctx.bpf.h"
+#include "sis.bpf.h"
+
+/* jiffies per second, for record_wakee()'s decay (250 on Debian, 1000 on defconfig) */
+extern const int CONFIG_HZ __kconfig __weak;
+
+/* ---- the primitives sis.bpf.h runs on: sched_ext's idle tracking ---- */
+
+static __always_inline bool sis_idle(struct sis_ctx *c, s32 cpu)
+{
+	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+	bool ret = cpu >= 0 && bpf_cpumask_test_cpu(cpu, idle);
+
+	scx_bpf_put_idle_cpumask(idle);
+	return ret;
+}
+
+static __always_inline bool sis_claim(struct sis_ctx *c, s32 cpu)
+{
+	return cpu >= 0 && scx_bpf_test_and_clear_cpu_idle(cpu);
+}
+
+/*
+ * cpu_rq(cpu)->nr_running, read from the kernel's per-CPU runqueue (a
+ * typed per-CPU ksym: the same on 6.12 and 7.x). It counts the task
+ * running there and every sched_ext task queued on that rq, as the kernel's.
+ */
+
+static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu)
+{
+	struct rq *rq;
+
+	if (cpu < 0 || cpu >= topo.nr_cpu_ids)
+		return 0;
+	rq = bpf_per_cpu_ptr(&runqueues, cpu);
+	return rq ? rq->nr_running : 0;
+}
+
+static __always_inline u64 sis_jiffies(struct sis_ctx *c)
+{
+	return bpf_jiffies64();
+}
+
+/* cpu_clock(this_cpu) */
+static __always_inline u64 sis_clock(struct sis_ctx *c)
+{
+	return bpf_ktime_get_ns();
+}
+
+static __always_inline u32 sis_hz(void)
+{
+	return CONFIG_HZ > 0 ? CONFIG_HZ : 250;
+}
+
+/* The idle mask's first @nr words, for the depth calibration (calib.bpf.h). */
+static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr)
+{
+	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
+	u32 i;
+
+	bpf_for(i, 0, nr)
+		dst[i & (MAX_CPUS / 64 - 1)] = BPF_CORE_READ(idle, bits[i & (MAX_CPUS / 64 - 1)]);
+	scx_bpf_put_idle_cpumask(idle);
+}
+
+/* ---- the state select_task_rq_fair() reads ---- */
+
+/* record_wakee() of each CPU's idle task: interrupt wake-ups from idle */
+struct sis_wake_state idle_wake_state[MAX_CPUS];
+
+/*
+ * PELT's decay_load(): val * y^n, y^32 = 1/2, n in 1024 us periods.
+ * runnable_avg_yN_inv[i] = y^i * 2^32.
+ */
+static const u32 yN_inv[32] = {
+	0xffffffff, 0xfa83b2db, 0xf5257d15, 0xefe4b99b, 0xeac0c6e7, 0xe5b906e7,
+	0xe0ccdeec, 0xdbfbb797, 0xd744fcca, 0xd2a81d91, 0xce248c15, 0xc9b9bd86,
+	0xc5672a11, 0xc12c4cca, 0xbd08a39f, 0xb8fbaf47, 0xb504f333, 0xb123f581,
+	0xad583eea, 0xa9a15ab4, 0xa5fed6a9, 0xa2704303, 0x9ef53260, 0x9b8d39b9,
+	0x9837f051, 0x94f4efa8, 0x91c3d373, 0x8ea4398b, 0x8b95c1e3, 0x88980e80,
+	0x85aac367, 0x82cd8698,
+};
+
+static __always_inline u64 decay_load(u64 val, u64 ns)
+{
+	u64 n = ns >> 20;	/* ~1024 us periods */
+
+	if (n > 63 * 32)
+		return 0;
+	val >>= n / 32;
+	return (val * yN_inv[n % 32 & 31]) >> 32;
+}
+
+/*
+ * The task's load for wake_affine_weight(): sched_ext keeps no se.avg for
+ * its tasks, so a PELT-like runnable average is kept here, updated when the
+ * task stops being runnable (ops.quiescent), as the kernel updates a
+ * blocked task's load at dequeue and task_h_load() reads it unchanged:
+ *   load = decay(load, slept) ; load = decay(load, runnable) + w * (1 - y^runnable)
+ * w = 1024 * weight / 100 (NICE_0 -> 1024). A new task starts at w
+ * (init_entity_runnable_average()).
+ */
+static void task_load_update(struct task_ctx *tctx, const struct task_struct *p, u64 now)
+{
+	u64 w = 1024ULL * p->scx.weight / 100, r;
+
+	if (tctx->quiescent_at && tctx->runnable_at > tctx->quiescent_at)
+		tctx->load_avg = decay_load(tctx->load_avg, tctx->runnable_at - tctx->quiescent_at);
+	r = tctx->runnable_at && now > tctx->runnable_at ? now - tctx->runnable_at : 0;
+	tctx->load_avg = decay_load(tctx->load_avg, r) + w - decay_load(w, r);
+	tctx->quiescent_at = now;
+}
+
+/* from ops.runnable */
+static void wake_load_runnable(struct task_struct *p)
+{
+	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+
+	if (tctx)
+		tctx->runnable_at = bpf_ktime_get_ns();
+	if (READ_ONCE(calib_on)) {
+		u32 zero = 0;
+		struct sis_ctx *c = bpf_map_lookup_elem(&sis_scratch, &zero);
+
+		if (c)
+			calib_flush(c, p->pid);
+	}
+}
+
+/* from ops.quiescent */
+static void wake_load_quiescent(struct task_struct *p)
+{
+	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+
+	if (tctx)
+		task_load_update(tctx, p, bpf_ktime_get_ns());
+}
+
+/*
+ * TTWU_QUEUE_DESCHED, Mel Gorman's "sched/core: Offload wakee task
+ * activation if the wakee is descheduling" (2020, 2ebb17717550), lives in try_to_wake_up(), before
+ * select_task_rq():
+ *   if (READ_ONCE(p->on_cpu) && ttwu_queue_wakelist(p, task_cpu(p), wake_flags | WF_ON_CPU))
+ * with ttwu_queue_cond(): cpu active, in p->cpus_ptr, shares cache with the
+ * waker (else the older cross-LLC rule, not this patch's), not the waker's CPU, and
+ * "(wake_flags & WF_ON_CPU) && cpu_rq(cpu)->nr_running <= 1" - the wakee,
+ * already dequeued, is not counted, so it is the later kernel's
+ * !nr_running. sched_ext on 6.12 never takes this path for its tasks (it
+ * waits for on_cpu and calls select_cpu), so the condition is evaluated at
+ * the same point of the same wake-up: the sched_waking tracepoint, which
+ * try_to_wake_up() fires just before it reads p->on_rq and p->on_cpu.
+ * select_cpu then places the task on that CPU without the search.
+ */
+/* p->on_cpu / p->on_rq: int on 6.12, u8 since 6.17 */
+struct task_struct___on_u8 {
+	u8 on_cpu;
+	u8 on_rq;
+} __attribute__((preserve_access_index));
+
+struct task_struct___on_int {
+	int on_cpu;
+	int on_rq;
+} __attribute__((preserve_access_index));
+
+/* the wakee is still on its CPU (in schedule()) and dequeued */
+static __always_inline bool task_descheduling(struct task_struct *p)
+{
+	if (bpf_core_type_matches(struct task_struct___on_u8)) {
+		struct task_struct___on_u8 *t = (void *)p;
+
+		return BPF_CORE_READ(t, on_cpu) && !BPF_CORE_READ(t, on_rq);
+	} else {
+		struct task_struct___on_int *t = (void *)p;
+
+		return BPF_CORE_READ(t, on_cpu) && !BPF_CORE_READ(t, on_rq);
+	}
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(sisutil_waking, struct task_struct *p)
+{
+	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+	s32 this_cpu, cpu;
+	u32 cond = 0;
+
+	if (!tctx)
+		return 0;
+	if ((features() & FEAT_TTWU_QUEUE_DESCHED) && task_descheduling(p)) {
+		this_cpu = bpf_get_smp_processor_id();
+		cpu = p->thread_info.cpu;
+		cond = cpu != this_cpu && sis_share_cache(cpu, this_cpu) &&
+		       bpf_cpumask_test_cpu(cpu, p->cpus_ptr) && !sis_nr_running(NULL, cpu);
+	}
+	tctx->desched_wakeup = cond;
+	return 0;
+}
+
+static void copy_allowed(struct sis_ctx *c, const struct task_struct *p)
+{
+	const struct cpumask *mask = p->cpus_ptr;
+	u32 i;
+
+	bpf_for(i, 0, MAX_CPUS / 64) {
+		if (i * 64 >= topo.nr_cpu_ids) {
+			c->allowed[i & (MAX_CPUS / 64 - 1)] = 0;
+			continue;
+		}
+		c->allowed[i & (MAX_CPUS / 64 - 1)] = BPF_CORE_READ(mask, bits[i & (MAX_CPUS / 64 - 1)]);
+	}
+}
+
+/*
+ * current's record_wakee() state: its task storage, created for tasks the
+ * scheduler does not manage; the idle task (interrupt wake-ups) has a
+ * per-CPU slot.
+ */
+static struct sis_wake_state *waker_state(struct task_struct *cur, s32 this_cpu, u64 *load)
+{
+	struct task_ctx init = { .ws = { .recent_used_cpu = -1, .last_wakee = -1 } };
+	struct task_ctx *wctx;
+
+	*load = 0;
+	if (!cur->pid) {
+		if (this_cpu < 0 || this_cpu >= MAX_CPUS)
+			return NULL;
+		return &idle_wake_state[this_cpu & (MAX_CPUS - 1)];
+	}
+	wctx = bpf_task_storage_get(&task_ctxs, cur, &init, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!wctx)
+		return NULL;
+	*load = wctx->load_avg;
+	return &wctx->ws;
+}
+
+/*
+ * ops.select_cpu: select_task_rq_fair() (sis.bpf.h) for a wake-up, or
+ * TTWU_QUEUE_DESCHED's placement on prev without a search; a CPU the
+ * wake-up claimed from the idle mask gets the task directly.
+ */
+static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct sis_wake_state *waker;
+	struct task_ctx *tctx;
+	struct sis_ctx *c;
+	u32 zero = 0;
+	s32 cpu;
+
+	/* fork/exec balancing is the kernel's slow path: just any idle CPU */
+	if (!(wake_flags & SCX_WAKE_TTWU)) {
+		cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+		if (cpu >= 0) {
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+			return cpu;
+		}
+		return prev_cpu;
+	}
+
+	c = bpf_map_lookup_elem(&sis_scratch, &zero);
+	tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+	if (!c || !tctx)
+		return prev_cpu;
+	c->feat = features();
+	c->this_cpu = bpf_get_smp_processor_id();
+	c->prev = prev_cpu;
+	c->claimed = -1;
+	c->depth_src = DEPTH_NONE;
+	c->calib_target = -1;
+	c->wakee_id = p->pid;
+	c->wakee_load = tctx->load_avg;
+	/* is_per_cpu_kthread(current); in_task() is taken as true (DESIGN.md) */
+	c->pcpu_kthread = (cur->flags & PF_KTHREAD) && cur->nr_cpus_allowed == 1;
+	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
+	copy_allowed(c, p);
+
+	if (tctx->desched_wakeup && sis_feat(c, FEAT_TTWU_QUEUE_DESCHED)) {
+		/* the activation happens on prev: no select_task_rq() at all */
+		tctx->desched_wakeup = 0;
+		sis_inc(c, STAT_HIT_TTWU_QUEUE_DESCHED);
+		cpu = prev_cpu;
+		if (sis_claim(c, cpu))
+			c->claimed = cpu;
+	} else {
+		waker = waker_state(cur, c->this_cpu, &c->waker_load);
+		if (!waker)
+			return prev_cpu;
+		cpu = select_task_rq_fair(c, waker, &tctx->ws, prev_cpu, wake_flags & SCX_WAKE_SYNC);
+	}
+
+	if (c->claimed >= 0 && c->claimed == cpu) {
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+		sis_inc(c, STAT_DIRECT);
+	}
+	flush_counters(c, cpu);
+	return cpu;
+}
+
+/*
+ * Idle transitions: per-CPU busy time for the loader's utilization
+ * (busy = elapsed - idle_ns, whatever ran: any class, IRQs), SIS_PROP's
+ * avg_idle (ttwu_do_activate()), and the has_idle_cores hint
+ * (__update_idle_core(), from the scheduler's own idle_start: on 6.12
+ * update_idle runs before the builtin idle masks change).
+ */
+static void wake_update_idle(s32 cpu, bool idle)
+{
+	struct cpu_ctx *cc = cpu_ctx(cpu);
+	u64 now = bpf_ktime_get_ns(), delta;
+
+	if (!cc)
+		return;
+	if (idle) {
+		struct sis_ctx c = { .feat = features() };
+
+		if (!cc->idle_start)
+			WRITE_ONCE(cc->idle_start, now);
+		update_idle_core(&c, cpu);
+		if (c.cnt[STAT_HIT_KICK_SKIP_REDUNDANT])
+			stat_inc(sis_cpu_llc(cpu), STAT_HIT_KICK_SKIP_REDUNDANT);
+		return;
+	}
+	if (!cc->idle_start)
+		return;
+	delta = now - cc->idle_start;
+	WRITE_ONCE(cc->idle_ns, cc->idle_ns + delta);
+	WRITE_ONCE(cc->idle_start, 0);
+	sis_prop_idle_exit(cc, delta, bpf_jiffies64());
+}
