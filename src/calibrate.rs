@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use crate::bpf_intf as bi;
 use crate::bpf_skel::BpfSkel;
 use crate::features;
+use crate::loader::MappedWords;
 use crate::sis_util_depth::{scan_depth, sum_util_for_pct, SCHED_CAPACITY_SCALE};
 
 pub const BUCKETS: usize = bi::calib_consts_CALIB_BUCKETS as usize;
@@ -25,6 +26,8 @@ const MAX_LLCS: usize = bi::sis_consts_MAX_LLCS as usize;
 const CTL_LEASE: u32 = bi::calib_consts_CALIB_CTL_LEASE;
 const CTL_PCT: u32 = bi::calib_consts_CALIB_CTL_IMBALANCE_PCT;
 const CTL_WEIGHT: u32 = bi::calib_consts_CALIB_CTL_WEIGHT;
+/// Words of calib_ctl (the lease, imbalance_pct, each LLC's weight).
+pub const CTL_WORDS: usize = bi::calib_consts_CALIB_CTL_NR as usize;
 /// u64 fields of struct calib_rec before hist[]
 const REC_HEAD: usize = 7;
 const REC_WORDS: usize = REC_HEAD + HIST;
@@ -231,9 +234,14 @@ pub fn unpin(skel: &mut BpfSkel<'_>) {
     }
 }
 
-/// Does calibrate still want records (its lease, CLOCK_MONOTONIC ns, not expired)?
-pub fn lease_held(skel: &BpfSkel<'_>, now: u64) -> bool {
-    crate::loader::lookup_u64(&skel.maps.calib_ctl, CTL_LEASE).is_some_and(|until| until > now)
+/// Does calibrate still want records (its lease, CLOCK_MONOTONIC ns, not expired)? Read
+/// through the map's mmap when there is one, else with one bpf() lookup.
+pub fn lease_held(skel: &BpfSkel<'_>, mapped: Option<&MappedWords>, now: u64) -> bool {
+    let until = match mapped {
+        Some(m) => Some(m.read(CTL_LEASE as usize)),
+        None => crate::loader::lookup_u64(&skel.maps.calib_ctl, CTL_LEASE),
+    };
+    until.is_some_and(|until| until > now)
 }
 
 /// Is SIS_FIT on in the feature word `feat` (the loader then writes the fitted depths)?

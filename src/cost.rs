@@ -503,7 +503,7 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
         .sis_features
         .update(&0u32.to_ne_bytes(), &feat.to_ne_bytes(), MapFlags::ANY)
         .context("setting the feature word")?;
-    let fw = crate::loader::FeatureWord::map(&bpf.skel.maps.sis_features)?;
+    let fw = crate::loader::MappedWords::map(&bpf.skel.maps.sis_features, 1, "the feature word")?;
     let mut up = crate::loader::UtilUpdate::new(llcs, n, DEFAULT_IMBALANCE_PCT);
     let interval_ns = opts.interval_ms * 1_000_000;
     let intervals = opts.runs.max(1) * 300;
@@ -530,7 +530,7 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
         now += interval_ns;
         let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
         let t = Instant::now();
-        let f = fw.read();
+        let f = fw.read(0);
         up.update(
             f,
             now,

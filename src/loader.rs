@@ -13,16 +13,19 @@ use crate::bpf_skel::*;
 use crate::features;
 use crate::sis_util_depth::{scan_depth, UtilFilter};
 
-/// The feature word of a `sis_features` map (BPF_F_MMAPABLE), read through a shared
-/// read-only mapping: `scx_sisutil features` writes it with bpf(), the reader sees it.
-pub struct FeatureWord {
+/// An array map of u64 values (BPF_F_MMAPABLE) read through a shared read-only mapping:
+/// `scx_sisutil features` and `calibrate` write it with bpf(), the loader reads it each
+/// interval without a syscall (the feature word, calibrate's lease).
+pub struct MappedWords {
     ptr: *mut libc::c_void,
     len: usize,
+    words: usize,
 }
 
-impl FeatureWord {
-    pub fn map<M: AsFd>(map: &M) -> Result<Self> {
-        let len = 4096usize.max(unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize);
+impl MappedWords {
+    pub fn map<M: AsFd>(map: &M, words: usize, what: &str) -> Result<Self> {
+        let page = 4096usize.max(unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize);
+        let len = (words * 8).div_ceil(page).max(1) * page;
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -34,21 +37,22 @@ impl FeatureWord {
             )
         };
         if ptr == libc::MAP_FAILED {
-            anyhow::bail!(
-                "mapping the feature word: {}",
-                std::io::Error::last_os_error()
-            );
+            anyhow::bail!("mapping {what}: {}", std::io::Error::last_os_error());
         }
-        Ok(FeatureWord { ptr, len })
+        Ok(MappedWords { ptr, len, words })
     }
 
-    pub fn read(&self) -> u64 {
-        // SAFETY: a live, page-aligned mapping of the array's one u64 value
-        unsafe { std::ptr::read_volatile(self.ptr as *const u64) }
+    /// Value `i` of the array (0 past its end).
+    pub fn read(&self, i: usize) -> u64 {
+        if i >= self.words {
+            return 0;
+        }
+        // SAFETY: a live, page-aligned mapping of at least `words` u64 values
+        unsafe { std::ptr::read_volatile((self.ptr as *const u64).add(i)) }
     }
 }
 
-impl Drop for FeatureWord {
+impl Drop for MappedWords {
     fn drop(&mut self) {
         unsafe { libc::munmap(self.ptr, self.len) };
     }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crate::bpf_skel::*;
 use crate::features;
 use crate::loader::{
-    intf_slice, lookup_u64, monotonic_ns, pin_features, u64_words, verified_insns, FeatureWord,
+    intf_slice, lookup_u64, monotonic_ns, pin_features, u64_words, verified_insns, MappedWords,
     UtilUpdate,
 };
 use crate::stats::{Counters, Metrics, NR_STATS};
@@ -31,7 +31,9 @@ pub struct Scheduler<'a> {
     llcs: Vec<Vec<usize>>,
     util: UtilUpdate,
     /// sis_features through its mmap: no bpf() call per interval
-    feat_word: Option<FeatureWord>,
+    feat_word: Option<MappedWords>,
+    /// calibrate's control words (its lease) through their mmap: no bpf() call per interval
+    calib_ctl: Option<MappedWords>,
     interval: Duration,
     /// The fitted depths (calibrate::fit_on): per LLC, each utilization bucket's (None: too
     /// few samples)
@@ -78,6 +80,7 @@ impl<'a> Scheduler<'a> {
             util: UtilUpdate::new(llcs.clone(), desc.nr_cpu_ids(), opts.imbalance_pct),
             llcs,
             feat_word: None,
+            calib_ctl: None,
             interval: Duration::from_millis(opts.interval_ms),
             fit: vec![],
             last_fit: None,
@@ -87,8 +90,20 @@ impl<'a> Scheduler<'a> {
             "scx_sisutil attached; features: {}",
             features::to_words(feat).join(" ")
         );
-        sched.feat_word = match FeatureWord::map(&sched.skel.maps.sis_features) {
-            Ok(f) => Some(f),
+        sched.feat_word =
+            match MappedWords::map(&sched.skel.maps.sis_features, 1, "the feature word") {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    warn!("{e:#}: reading it with bpf() each interval");
+                    None
+                }
+            };
+        sched.calib_ctl = match MappedWords::map(
+            &sched.skel.maps.calib_ctl,
+            crate::calibrate::CTL_WORDS,
+            "calibrate's lease",
+        ) {
+            Ok(m) => Some(m),
             Err(e) => {
                 warn!("{e:#}: reading it with bpf() each interval");
                 None
@@ -150,7 +165,7 @@ impl<'a> Scheduler<'a> {
 
     fn features(&self) -> u64 {
         if let Some(f) = &self.feat_word {
-            return f.read();
+            return f.read(0);
         }
         lookup_u64(&self.skel.maps.sis_features, 0).unwrap_or(0)
     }
@@ -177,7 +192,7 @@ impl<'a> Scheduler<'a> {
     /// second. Returns whether the fitted depths apply.
     fn update_calib(&mut self, feat: u64, now: u64) -> bool {
         let sis_fit = crate::calibrate::fit_on(feat);
-        let on = sis_fit || crate::calibrate::lease_held(&self.skel, now);
+        let on = sis_fit || crate::calibrate::lease_held(&self.skel, self.calib_ctl.as_ref(), now);
         if let Some(bss) = self.skel.maps.bss_data.as_mut() {
             if (bss.calib_on != 0) != on {
                 unsafe { std::ptr::write_volatile(&mut bss.calib_on, on as u64) };

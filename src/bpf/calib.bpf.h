@@ -46,6 +46,7 @@ volatile u64 calib_on;
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);	/* the loader reads the lease without a syscall */
 	__uint(max_entries, CALIB_CTL_NR);
 	__type(key, u32);
 	__type(value, u64);
