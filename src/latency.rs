@@ -355,7 +355,8 @@ mod tests {
         use std::sync::atomic::{AtomicBool, Ordering};
         use std::sync::Arc;
         let go = Arc::new(AtomicBool::new(false));
-        let g = go.clone();
+        let done = Arc::new(AtomicBool::new(false));
+        let (g, d) = (go.clone(), done.clone());
         let th = std::thread::spawn(move || {
             let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::id_t;
             assert_eq!(unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, 7) }, 0);
@@ -365,11 +366,13 @@ mod tests {
             for _ in 0..200 {
                 std::thread::sleep(Duration::from_millis(1));
             }
+            d.store(true, Ordering::Relaxed);
         });
         let t0 = Instant::now();
-        let rep = measure(3.0, &|| {
+        // traced until the 200 sleeps are over (a loaded host stretches them), 60 s at most
+        let rep = measure(60.0, &|| {
             go.store(true, Ordering::Relaxed);
-            false
+            done.load(Ordering::Relaxed)
         })
         .expect("the tracer loads on the host (needs root)");
         th.join().unwrap();
