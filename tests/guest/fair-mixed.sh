@@ -100,8 +100,8 @@ case "$scen" in
     ;;
   *) fail "unknown scenario $scen" ;;
 esac
-renice 0 -p $$ > /dev/null
 info "load $scen started: $hogs hogs on $ncpu CPUs"
+renice 0 -p $$ > /dev/null
 
 # Runnable tasks (/proc/loadavg's nr_running over all CPUs, the sampler included) every 2 s
 # until 5 s before the load's end, at nice -20 like the tracer: a nice-0 sampler can wait
