@@ -89,7 +89,8 @@ enum sis_feature {
  * the features the patch turned off). Chronology: each base holds the patches merged
  * before it (the newidle IPI patch was posted in 2024-01 but not merged in that form, so
  * the 2024-06 kick patch's v6.8 base does not have it). SIS_CORE and WA_WEIGHT are the
- * kernel's defaults throughout. An _BASE's description is "KERNEL | PATCH".
+ * kernel's defaults throughout. An _BASE's description is "KERNEL | PATCH". Last, the two
+ * unbounded presets: a preset with its depth bound removed, the full-scan reference.
  */
 enum sis_preset {
 	PRESET_PATCHED = FEAT_SIS_UTIL | FEAT_SIS_CORE | FEAT_WA_WEIGHT | FEAT_WA_IDLE_PREV |
@@ -117,6 +118,11 @@ enum sis_preset {
 	/* v6.8 | Tim Chen / Chen Yu, "sched/balance: Skip unnecessary updates to idle load
 	 * balancer's flags" (2024-06) */
 	PRESET_KICK_SKIP_REDUNDANT = PRESET_KICK_SKIP_REDUNDANT_BASE | FEAT_KICK_SKIP_REDUNDANT,
+	PRESET_UNBOUNDED = PRESET_VANILLA & ~FEAT_SIS_PROP,
+	/* vanilla with no scan depth: select_idle_cpu scans the whole LLC */
+	PRESET_PATCHED_UNBOUNDED = PRESET_PATCHED & ~FEAT_SIS_UTIL,
+	/* patched with no scan depth: the same wake path (the same wake-ups reach
+	 * select_idle_sibling), the whole LLC scanned */
 };
 
 /*
