@@ -476,8 +476,13 @@ mod tests {
         let bit = |n: &str| FEATURES.iter().find(|f| f.name == n).unwrap().bit;
         let pairs = PatchPair::all();
         assert_eq!(pairs.len(), 5, "one pair per kernel patch");
-        // every preset is patched, vanilla or one side of a pair
-        assert_eq!(PRESETS.len(), 2 + 2 * pairs.len());
+        // every preset is patched, vanilla, one side of a pair, or one of the two full-scan
+        // references (a preset with its depth removed)
+        assert_eq!(PRESETS.len(), 2 + 2 * pairs.len() + 2);
+        let unb = preset(named("unbounded"));
+        assert_eq!(unb, preset(named("vanilla")) & !bit("SIS_PROP"));
+        let pu = preset(named("patched-unbounded"));
+        assert_eq!(pu, preset(named("patched")) & !bit("SIS_UTIL"));
         for s in &pairs {
             let (b, p) = (preset(s.base), preset(s.patched));
             assert_eq!(

@@ -384,7 +384,11 @@ mod tests {
         // Each 1 ms sleep ends in one wake-up. One whose timer fires before the thread has
         // switched out finds it still on its CPU (ttwu_runnable): no wait, nothing to record;
         // a loaded host makes that race happen about once in 200 (199 seen in CI's run).
-        assert!(l.count >= 190, "nice 7: {} wake-ups, want >= 190 of 200", l.count);
+        assert!(
+            l.count >= 190,
+            "nice 7: {} wake-ups, want >= 190 of 200",
+            l.count
+        );
         // quantiles are bucket upper ends: at most the upper end of the max's bucket
         let max_hi = us(bucket_hi(bucket_of((l.max_us * 1000.0).round() as u64)) - 1);
         assert!(l.p50_us <= l.p99_us && l.p99_us <= max_hi, "{l:?}");
