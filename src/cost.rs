@@ -51,8 +51,8 @@ pub struct CostOpts {
     /// Two threads per core (has_idle_cores, select_idle_core and select_idle_smt come in)
     #[arg(long)]
     pub smt: bool,
-    /// Policies, comma-separated: vanilla, patched, unbounded (patched with NO_SIS_UTIL
-    /// NO_SIS_PROP: the whole LLC), each optionally followed by +FEATURE or +NO_FEATURE
+    /// Policies, comma-separated: vanilla, patched, unbounded (the patched-unbounded preset:
+    /// patched with no scan depth, the whole LLC), each optionally followed by +FEATURE or +NO_FEATURE
     /// (e.g. vanilla+SIS_UTIL). Default: those three and each patch's feature alone on vanilla
     #[arg(long, value_delimiter = ',')]
     pub policies: Vec<String>,
@@ -123,10 +123,10 @@ pub fn parse_policy(spec: &str) -> Result<(String, u64)> {
     let word = match base.to_ascii_lowercase().as_str() {
         "vanilla" => features::preset(Preset::vanilla()),
         "patched" => features::preset(Preset::patched()),
-        "unbounded" => features::apply(
-            features::preset(Preset::patched()),
-            &["NO_SIS_UTIL", "NO_SIS_PROP"],
-        )?,
+        // the patched wake path with no scan depth: intf.h's patched-unbounded preset
+        "unbounded" => features::preset(
+            Preset::by_name("patched-unbounded").context("intf.h has no patched-unbounded")?,
+        ),
         _ => bail!("unknown policy {spec:?}: vanilla, patched or unbounded, optionally +FEATURE or +NO_FEATURE ({})", features::valid_names()),
     };
     let words: Vec<&str> = parts.map(str::trim).collect();
