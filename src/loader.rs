@@ -6,6 +6,7 @@
 
 use anyhow::{Context, Result};
 use libbpf_rs::MapCore;
+use log::warn;
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::PermissionsExt;
 
@@ -40,6 +41,13 @@ impl MappedWords {
             anyhow::bail!("mapping {what}: {}", std::io::Error::last_os_error());
         }
         Ok(MappedWords { ptr, len, words })
+    }
+
+    /// The mapping, or None with one warning: the caller then reads the map with bpf().
+    pub fn map_or_warn<M: AsFd>(map: &M, words: usize, what: &str) -> Option<Self> {
+        Self::map(map, words, what)
+            .map_err(|e| warn!("{e:#}: reading it with bpf() each interval"))
+            .ok()
     }
 
     /// Value `i` of the array (0 past its end).

@@ -91,24 +91,12 @@ impl<'a> Scheduler<'a> {
             features::to_words(feat).join(" ")
         );
         sched.feat_word =
-            match MappedWords::map(&sched.skel.maps.sis_features, 1, "the feature word") {
-                Ok(f) => Some(f),
-                Err(e) => {
-                    warn!("{e:#}: reading it with bpf() each interval");
-                    None
-                }
-            };
-        sched.calib_ctl = match MappedWords::map(
+            MappedWords::map_or_warn(&sched.skel.maps.sis_features, 1, "the feature word");
+        sched.calib_ctl = MappedWords::map_or_warn(
             &sched.skel.maps.calib_ctl,
             crate::calibrate::CTL_WORDS,
             "calibrate's lease",
-        ) {
-            Ok(m) => Some(m),
-            Err(e) => {
-                warn!("{e:#}: reading it with bpf() each interval");
-                None
-            }
-        };
+        );
         Ok(sched)
     }
 
