@@ -401,23 +401,23 @@ fn features_json() -> Result<()> {
     Ok(())
 }
 
-/// `scx_sisutil features [--json] [NAMES...]`
-pub fn features_main(names: &[String], json: bool) -> Result<()> {
+/// `scx_sisutil features [--json] [--preset P] [NAMES...]`
+pub fn features_main(names: &[String], preset: Option<Preset>, json: bool) -> Result<()> {
     // names first: a typo gets its own line even without a running scheduler
     apply(0, names)?;
     if json {
-        if !names.is_empty() {
+        if !names.is_empty() || preset.is_some() {
             bail!("--json lists the features; it does not switch them");
         }
         return features_json();
     }
     let cur = read_live()?;
     check_running()?;
-    if names.is_empty() {
+    if names.is_empty() && preset.is_none() {
         print!("{}", describe(cur));
         return Ok(());
     }
-    let new = apply(cur, names)?;
+    let new = apply(preset.map_or(cur, self::preset), names)?;
     write_live(new)?;
     for f in FEATURES {
         if (cur ^ new) & f.bit != 0 {
@@ -622,5 +622,126 @@ mod tests {
             w | f.bit
         });
         assert_eq!(all, bpf_intf::sis_feature_FEAT_ALL as u64);
+    }
+
+    /// The code of one file as the name count sees it: comments out (C/Rust `//` and
+    /// `/* */`, `#` lines elsewhere), and a Rust file's `#[cfg(test)]` part out.
+    fn code_of(path: &str, text: &str) -> String {
+        if path.ends_with(".rs") || path.ends_with(".c") || path.ends_with(".h") {
+            let text = match (path.ends_with(".rs"), text.find("#[cfg(test)]")) {
+                (true, Some(i)) => &text[..i],
+                _ => text,
+            };
+            let mut out = String::new();
+            let mut rest = text;
+            while !rest.is_empty() {
+                let (line, block) = (rest.find("//"), rest.find("/*"));
+                match (line, block) {
+                    (Some(l), b) if b.is_none_or(|b| l < b) => {
+                        out.push_str(&rest[..l]);
+                        rest = rest[l..].find('\n').map_or("", |e| &rest[l + e..]);
+                    }
+                    (_, Some(b)) => {
+                        out.push_str(&rest[..b]);
+                        rest = rest[b + 2..]
+                            .find("*/")
+                            .map_or("", |e| &rest[b + 2 + e + 2..]);
+                    }
+                    _ => {
+                        out.push_str(rest);
+                        rest = "";
+                    }
+                }
+            }
+            out
+        } else {
+            let code = text.lines().filter(|l| !l.trim_start().starts_with('#'));
+            code.collect::<Vec<_>>().join("\n")
+        }
+    }
+
+    /// Does @code spell feature @name (as X, FEAT_X, NO_X, STAT_HIT_X, ... but not X_Y)?
+    fn spells(code: &str, name: &str) -> bool {
+        code.match_indices(name).any(|(i, _)| {
+            let before = code[..i].chars().next_back();
+            let after = code[i + name.len()..].chars().next();
+            !before.is_some_and(|c| c.is_ascii_alphanumeric())
+                && !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+    }
+
+    /// The code files: src/ (without the host tests' own files), tools/, build.rs.
+    fn code_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            if p.is_dir() {
+                code_files(&p, out);
+            } else if !(name.ends_with(".md")
+                || name.ends_with("_test.rs")
+                || name == "sis_test.bpf.c")
+            {
+                out.push(p);
+            }
+        }
+    }
+
+    /// A feature is defined in intf.h and acts in the one BPF file that implements it,
+    /// mirrored by the host model where the wake path has one: no more than 3 code files
+    /// spell its name. Everything else reads the feature table (`FEATURES`, `features
+    /// --json`). Tests that exercise one feature name it as their input and are not counted.
+    #[test]
+    fn every_feature_name_is_spelled_in_at_most_3_code_files() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = vec![root.join("build.rs")];
+        code_files(&root.join("src"), &mut files);
+        code_files(&root.join("tools"), &mut files);
+        let code: Vec<(String, String)> = files
+            .iter()
+            .filter_map(|p| {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().to_string();
+                let text = std::fs::read_to_string(p).ok()?;
+                Some((rel.clone(), code_of(&rel, &text)))
+            })
+            .collect();
+        let mut over = vec![];
+        for f in FEATURES {
+            let hits: Vec<&str> = code
+                .iter()
+                .filter(|(_, c)| spells(c, f.name))
+                .map(|(p, _)| p.as_str())
+                .collect();
+            // the count must see the definition, or it counts nothing
+            assert!(
+                hits.contains(&"src/bpf/intf.h"),
+                "{}: not found in intf.h: {hits:?}",
+                f.name
+            );
+            if hits.len() > 3 {
+                over.push(format!("{} in {}: {}", f.name, hits.len(), hits.join(" ")));
+            }
+        }
+        assert!(
+            over.is_empty(),
+            "feature names spelled in more than 3 code files:\n{}",
+            over.join("\n")
+        );
+    }
+
+    /// The mutation check of the count: a spelling in code counts, one in a comment, a
+    /// longer name or a test module does not.
+    #[test]
+    fn feature_name_count_sees_code_not_comments() {
+        let c = |p: &str, t: &str| spells(&code_of(p, t), "SIS_UTIL");
+        assert!(c("a.h", "x = FEAT_SIS_UTIL;"));
+        assert!(c("a.rs", "apply(w, &[\"NO_SIS_UTIL\"])"));
+        assert!(c("tools/x", "echo SIS_UTIL # on"));
+        assert!(!c("a.h", "/* SIS_UTIL */ x = 1; // SIS_UTIL"));
+        assert!(!c("a.h", "x = SIS_UTIL_MAX;"));
+        assert!(!c(
+            "a.rs",
+            "fn f() {}\n#[cfg(test)]\nmod t { const X: &str = \"SIS_UTIL\"; }"
+        ));
+        assert!(!c("tools/x", "  # SIS_UTIL"));
     }
 }

@@ -136,7 +136,6 @@ impl UtilUpdate {
         fit: Option<&[[Option<u64>; crate::calibrate::BUCKETS]]>,
     ) {
         let small_llc = crate::sis_util_depth::small_llc_on(feat);
-        let skip_same = feat & crate::bpf_intf::sis_feature_FEAT_KICK_SKIP_REDUNDANT as u64 != 0;
         let period = now.saturating_sub(self.prev_sample);
         let first = self.prev_sample == 0;
         self.prev_sample = now;
@@ -173,8 +172,10 @@ impl UtilUpdate {
                     .unwrap_or(depth);
             }
             lc.util_sum = sum;
-            // Mel Gorman's review of SIS_UTIL: do not write a shared line that would not change
-            if !skip_same || unsafe { std::ptr::read_volatile(&lc.nr_idle_scan) } != depth {
+            // update_idle_cpu_scan() (commit 70fb5ccf2ebb, after Mel Gorman's review): "if
+            // ((int)y != sd_share->nr_idle_scan) WRITE_ONCE(...)", a shared line is not
+            // written when it would not change
+            if unsafe { std::ptr::read_volatile(&lc.nr_idle_scan) } != depth {
                 unsafe { std::ptr::write_volatile(&mut lc.nr_idle_scan, depth) };
                 lc.updates += 1;
             }

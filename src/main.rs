@@ -61,6 +61,7 @@ Examples:
   sudo scx_sisutil --preset sis-util            ... with the patch: the two differ by it alone
   scx_sisutil presets                           every preset, its features and its kernel
   sudo scx_sisutil features NO_X Y              switch features X off and Y on live, no reload
+  sudo scx_sisutil features --preset vanilla    switch the running scheduler to a preset live
   sudo scx_sisutil monitor --json --count 5     SIS statistics of the running scheduler
   scx_sisutil scan-table --llc-weight 112       the scan depth per utilization (its commit's table)
   sudo scx_sisutil latency --duration 30        wake-up latency per nice level, any scheduler
@@ -86,6 +87,9 @@ enum Cmd {
     Features {
         /// X turns X on, NO_X off; comma or space separated
         names: Vec<String>,
+        /// Switch to this preset's feature word first (then NAMES apply on top), live
+        #[arg(long, value_enum)]
+        preset: Option<Preset>,
         /// Every feature's name, bit, help and presets as JSON (no scheduler needed; with a
         /// running one, also its state there)
         #[arg(long)]
@@ -285,7 +289,11 @@ fn main() {
         Some(Cmd::Monitor(o)) => {
             shutdown_flag().and_then(|s| stats::monitor(&o, &|| s.load(Ordering::Relaxed)))
         }
-        Some(Cmd::Features { names, json }) => features::features_main(&names, json),
+        Some(Cmd::Features {
+            names,
+            preset,
+            json,
+        }) => features::features_main(&names, preset, json),
         Some(Cmd::Ab(o)) => shutdown_flag().and_then(|s| ab::ab_main(&o, s)),
         Some(Cmd::Calibrate(o)) => shutdown_flag().and_then(|s| calibrate::calibrate_main(&o, &s)),
         Some(Cmd::ScanTable(o)) => sis_util_depth::scan_table_main(&o),

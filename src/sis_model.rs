@@ -604,39 +604,9 @@ pub fn select_task_rq_fair(m: &Machine, w: &Wakeup, mutate: bool) -> Outcome {
     }
 }
 
-/// Counter names, for failure messages.
+/// Counter names (intf.h's, through stats.rs), for failure messages.
 pub fn stat_name(i: usize) -> &'static str {
-    const NAMES: [&str; STAT_NR] = [
-        "SEARCH",
-        "FAST",
-        "DOMAIN_SEARCH",
-        "DOMAIN_SCANNED",
-        "SCANNED",
-        "FAILED",
-        "CORE_SEARCH",
-        "CORE_FAILED",
-        "SCAN_SKIPPED",
-        "DEPTH_LIMITED",
-        "WAKE_AFFINE",
-        "RECENT",
-        "SMT",
-        "HIT_SIS_UTIL",
-        "HIT_SIS_PROP",
-        "HIT_SIS_CORE",
-        "HIT_WA_IDLE_PREV",
-        "HIT_WA_WEIGHT",
-        "HIT_TTWU_QUEUE_DESCHED",
-        "HIT_NEWIDLE_SKIP_IPI",
-        "HIT_KICK_SKIP_REDUNDANT",
-        "ENQUEUE",
-        "DIRECT",
-        "DISPATCH_LLC",
-        "STEAL",
-        "KICK",
-        "KICK_ATOMIC",
-        "KICK_SCANNED",
-    ];
-    NAMES.get(i).copied().unwrap_or("?")
+    crate::stats::COUNTERS.get(i).map_or("?", |c| c.0)
 }
 
 #[cfg(test)]

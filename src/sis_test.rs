@@ -38,13 +38,7 @@ const F_SIS_CORE: u64 = bi::sis_feature_FEAT_SIS_CORE as u64;
 const F_WA_IDLE_PREV: u64 = bi::sis_feature_FEAT_WA_IDLE_PREV as u64;
 const F_WA_WEIGHT: u64 = bi::sis_feature_FEAT_WA_WEIGHT as u64;
 /// the scheduler's default feature set (--preset patched)
-const PATCHED: u64 = (bi::sis_feature_FEAT_SIS_UTIL
-    | bi::sis_feature_FEAT_SIS_CORE
-    | bi::sis_feature_FEAT_WA_IDLE_PREV
-    | bi::sis_feature_FEAT_WA_WEIGHT
-    | bi::sis_feature_FEAT_TTWU_QUEUE_DESCHED
-    | bi::sis_feature_FEAT_NEWIDLE_SKIP_IPI
-    | bi::sis_feature_FEAT_KICK_SKIP_REDUNDANT) as u64;
+const PATCHED: u64 = bi::sis_preset_PRESET_PATCHED as u64;
 
 /// The feature sets of the random comparison: each gets its own states.
 const FEATURE_SETS: [(&str, u64); 6] = [
@@ -670,7 +664,7 @@ fn sis_random_states_catch_a_mutated_model() {
         "the mutated model agreed with the BPF on all {total} states: the test cannot fail"
     );
     assert!(
-        failures.iter().any(|f| f.contains("SCANNED")),
+        failures.iter().any(|f| f.contains("scanned")),
         "{failures:?}"
     );
 }

@@ -29,7 +29,7 @@ macro_rules! def_metrics {
             pub features: String,
             // The derived statistics: each desc spells the formula of its DERIVED entry
             // (a unit test checks that they agree).
-            #[stat(desc = "se_eff%: 100*(search-failed)/scanned: idle CPUs found per runqueue scanned (schedstat_parse.py, as in the SIS_UTIL patch's tables; 100 = target/prev/recent idle at every wake-up, ~0 at overload)")]
+            #[stat(desc = "se_eff%: 100*(search-failed)/scanned: idle CPUs found per runqueue scanned (schedstat_parse.py, as in the tables of commit 70fb5ccf2ebb; 100 = target/prev/recent idle at every wake-up, ~0 at overload)")]
             pub se_eff: f64,
             #[stat(desc = "dom_eff%: 100*(domain_search-failed)/(scanned-search+domain_search): idle CPUs found per runqueue scanned by domain searches (schedstat_parse.py; the denominator is mmtests' SIS Domain Scanned)")]
             pub dom_eff: f64,
@@ -97,7 +97,7 @@ pub struct LlcMetrics {
     pub weight: u64,
     #[stat(desc = "utilization: util_sum / (weight * 1024), %")]
     pub util_pct: f64,
-    #[stat(desc = "SIS_UTIL scan depth (nr_idle_scan)")]
+    #[stat(desc = "nr_idle_scan: the scan depth the loader computes from util_sum")]
     pub nr_idle_scan: u64,
     #[stat(desc = "wake-up placements attributed to the LLC")]
     pub search: u64,
@@ -137,9 +137,10 @@ pub struct Derived {
     pub source: &'static str,
 }
 
-/// Chen Yu's schedstat_parse.py, which printed the SIS_UTIL patch's se_eff/dom_eff tables.
+/// Chen Yu's schedstat_parse.py, which printed the se_eff/dom_eff tables of commit
+/// 70fb5ccf2ebb ("sched/fair: Introduce SIS_UTIL to search idle CPU based on sum of util_avg").
 const SRC_SCHEDSTAT_PARSE: &str =
-    "schedstat_parse.py (Chen Yu), the tool behind the SIS_UTIL patch's tables";
+    "schedstat_parse.py (Chen Yu), the tool behind the tables of commit 70fb5ccf2ebb";
 /// mmtests' MonitorProcschedstat.pm, which printed Mel Gorman's "Ops SIS ..." rows.
 const SRC_MMTESTS: &str = "mmtests MonitorProcschedstat.pm (Mel Gorman)";
 const SRC_BOTH: &str = "schedstat_parse.py and mmtests (same definition)";
@@ -462,7 +463,7 @@ pub fn help_stats(json: bool) -> Result<()> {
         w,
         "Gorman's published reports use; se_eff and dom_eff are schedstat_parse.py's,"
     )?;
-    writeln!(w, "which the SIS_UTIL patch's tables use):")?;
+    writeln!(w, "which the tables of commit 70fb5ccf2ebb use):")?;
     for d in DERIVED {
         writeln!(w, "  {:<19} = {}", d.name, d.formula())?;
         writeln!(w, "  {:<19}   [{}]", "", d.source)?;

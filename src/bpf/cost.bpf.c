@@ -137,7 +137,6 @@ static long place_one(u64 i, void *data)
 	c->this_cpu = this_cpu;
 	c->prev = prev;
 	c->claimed = -1;
-	c->depth_src = DEPTH_NONE;
 	c->wakee_id = i;
 	cost_waker.last_wakee = -1;
 	cost_waker.wakee_flips = 0;

@@ -70,15 +70,45 @@ static __always_inline bool kick_llc_has_idle(struct kick_env *e, s32 llc)
 }
 
 /*
- * One LLC: its CPUs from the first one, or, with KICK_SKIP_REDUNDANT (Tim
- * Chen's "sched/balance: Skip unnecessary updates to idle load balancer's
- * flags", from its review), from this_cpu + 1 when this_cpu is in the LLC
- * (for_each_cpu_wrap) so that wakers do not all pick the first one. Every
- * CPU tested is counted in *probed (the word test is not a CPU probe).
+ * KICK_SKIP_REDUNDANT: Tim Chen, "sched/balance: Skip unnecessary updates
+ * to idle load balancer's flags" (2024-06), with Chen Yu's review. Both of
+ * its decisions are here:
+ *
+ * kick_ilb() reads the target's flags before its atomic_fetch_or():
+ *   if ((atomic_read(nohz_flags(ilb_cpu)) & flags) == flags) return;
+ * kick_already_asked(): @asked is the target's bit of the kick-pending word;
+ * true (the atomic and the kick skipped, the hit counted in @cnt, a row of
+ * enum sis_stat counters or NULL) when it is already set.
+ */
+static __always_inline bool kick_already_asked(u64 feat, bool asked, u64 *cnt)
+{
+	if (!(feat & FEAT_KICK_SKIP_REDUNDANT) || !asked)
+		return false;
+	if (cnt)
+		cnt[STAT_HIT_KICK_SKIP_REDUNDANT]++;
+	return true;
+}
+
+/*
+ * Chen Yu's review: "for_each_cpu_wrap(ilb_cpu, ..., this_cpu+1) so
+ * different ilb_cpu might be found by different CPUs". kick_search_first():
+ * the LLC position the walk of @llc starts at: this_cpu + 1 when this_cpu
+ * is in the LLC, else its first CPU (find_new_ilb()'s for_each_cpu_and).
+ */
+static __always_inline u32 kick_search_first(u64 feat, s32 llc, s32 this_cpu)
+{
+	if ((feat & FEAT_KICK_SKIP_REDUNDANT) && sis_cpu_llc(this_cpu) == llc)
+		return topo.cpu_llc_pos[this_cpu & (MAX_CPUS - 1)] + 1;
+	return 0;
+}
+
+/*
+ * One LLC: the first idle allowed CPU, walked from kick_search_first().
+ * Every CPU tested is counted in *probed (the word test is not a CPU probe).
  */
 static s32 kick_search_llc(struct kick_env *e, s32 llc, s32 this_cpu, u64 feat, u32 *probed)
 {
-	u32 i, start, nr, first = 0, n = 0;
+	u32 i, start, nr, first, n = 0;
 	s32 cpu = -1;
 
 	if (llc < 0 || llc >= MAX_LLCS)
@@ -88,8 +118,7 @@ static s32 kick_search_llc(struct kick_env *e, s32 llc, s32 this_cpu, u64 feat, 
 		return -1;
 	start = topo.llc_start[llc & (MAX_LLCS - 1)];
 	nr = topo.llc_nr[llc & (MAX_LLCS - 1)];
-	if ((feat & FEAT_KICK_SKIP_REDUNDANT) && sis_cpu_llc(this_cpu) == llc)
-		first = topo.cpu_llc_pos[this_cpu & (MAX_CPUS - 1)] + 1;
+	first = kick_search_first(feat, llc, this_cpu);
 
 	bpf_for(i, 0, nr) {
 		u32 idx = first + i;

@@ -3,7 +3,7 @@
  * Queueing, kicking and dispatching: one vtime-ordered DSQ per LLC (the key
  * from vtime.bpf.h), the enqueue's kick of an idle CPU to come and take the
  * work (kick.bpf.h's search over sched_ext's idle mask, kick_ilb()'s
- * shared flag word with KICK_SKIP_REDUNDANT), and the dispatch that serves
+ * shared flag word), and the dispatch that serves
  * the LLC's queue, then steals (with NEWIDLE_SKIP_IPI).
  */
 #pragma once
@@ -15,21 +15,8 @@
 #include "vtime.bpf.h"
 #include "kick.bpf.h"
 
-/* KICK_SKIP_REDUNDANT's shared flag word: CPUs asked to come and take queued work */
+/* the kick-pending flag word (nohz_flags() of kick_ilb()): CPUs asked to come and take queued work */
 u64 kick_pending[MAX_CPUS / 64];
-
-/*
- * Tim Chen, "sched/balance: Skip unnecessary updates to idle load
- * balancer's flags" (2024): read a shared word before writing it and skip
- * the write when it would not change. Returns true when it was skipped.
- */
-static __always_inline bool skip_redundant_write(u64 feat, u64 cur, u64 want, s32 llc)
-{
-	if (!(feat & FEAT_KICK_SKIP_REDUNDANT) || cur != want)
-		return false;
-	stat_inc(llc, STAT_HIT_KICK_SKIP_REDUNDANT);
-	return true;
-}
 
 /* ---- the enqueue's search for an idle CPU to kick (kick.bpf.h) over sched_ext ---- */
 
@@ -73,7 +60,7 @@ static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
  *   smp_call_function_single_async(ilb_cpu, ...);
  * Tim Chen's patch adds only the read before the atomic ("if ((atomic_read(
  * nohz_flags(ilb_cpu)) & flags) == flags) return;") and, from its review,
- * the search from this_cpu + 1 (kick.bpf.h). Every CPU the search tests is
+ * the search from this_cpu + 1: both in kick.bpf.h. Every CPU the search tests is
  * counted (KICK_SCANNED), against the enqueue's LLC.
  */
 static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
@@ -99,8 +86,12 @@ static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
 		return;
 	kllc = sis_cpu_llc(cpu);
 
-	if (skip_redundant_write(feat, kick_test(cpu), true, kllc))
-		return;
+	{
+		struct sis_counters *sc = llc_counters(kllc);
+
+		if (kick_already_asked(feat, kick_test(cpu), sc ? sc->cnt : NULL))
+			return;
+	}
 	bit = 1ULL << ((u32)cpu % 64);
 	word = &kick_pending[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)];
 	old = __sync_fetch_and_or(word, bit);

@@ -140,22 +140,13 @@ static __always_inline bool test_idle_cores(struct sis_ctx *c, s32 llc)
 	return lc && READ_ONCE(lc->has_idle_cores);
 }
 
-/*
- * set_idle_cores(). With KICK_SKIP_REDUNDANT (Tim Chen, "sched/
- * balance: Skip unnecessary updates to idle load balancer's flags") the
- * shared word is read first and not written when it would not change.
- */
-static __always_inline void set_idle_cores(struct sis_ctx *c, s32 llc, bool val)
+/* set_idle_cores() (fair.c): an unconditional WRITE_ONCE */
+static __always_inline void set_idle_cores(s32 llc, bool val)
 {
 	struct llc_ctx *lc = sis_llc_ctx(llc);
 
-	if (!lc)
-		return;
-	if (sis_feat(c, FEAT_KICK_SKIP_REDUNDANT) && READ_ONCE(lc->has_idle_cores) == val) {
-		sis_inc(c, STAT_HIT_KICK_SKIP_REDUNDANT);
-		return;
-	}
-	WRITE_ONCE(lc->has_idle_cores, val);
+	if (lc)
+		WRITE_ONCE(lc->has_idle_cores, val);
 }
 
 /*
@@ -183,7 +174,7 @@ static __attribute__((unused)) void update_idle_core(struct sis_ctx *c, s32 cpu)
 		if (!sc || !READ_ONCE(sc->idle_start))
 			return;
 	}
-	set_idle_cores(c, sis_cpu_llc(cpu), true);
+	set_idle_cores(sis_cpu_llc(cpu), true);
 }
 
 /* ---- select_idle_sibling() and below ---- */
@@ -358,19 +349,19 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 	if (has_idle_core)
 		sis_inc(c, STAT_CORE_SEARCH);
 
-	c->depth_src = DEPTH_NONE;
+	c->depth_hit = STAT_NR;		/* none: nothing to count */
 	if (sis_feat(c, FEAT_SIS_PROP) && !has_idle_core) {
 		nr = sis_prop_nr(c, llc);
 		if (nr < 0)
 			return -1;
 		prop = true;
-		c->depth_src = DEPTH_SIS_PROP;
+		c->depth_hit = STAT_HIT_SIS_PROP;
 		c->scan_start = sis_clock(c);
 	}
 	if (sis_feat(c, FEAT_SIS_UTIL)) {
 		/* because !--nr is the condition to stop scan */
 		nr = READ_ONCE(lc->nr_idle_scan) + 1;
-		c->depth_src = DEPTH_SIS_UTIL;
+		c->depth_hit = STAT_HIT_SIS_UTIL;
 		if (nr == 1) {
 			sis_calib(c, target, nr);
 			/* "overloaded LLC is unlikely to have idle cpu/core" */
@@ -408,8 +399,7 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 		} else {
 			if (--nr <= 0) {
 				sis_inc(c, STAT_DEPTH_LIMITED);
-				sis_inc(c, c->depth_src == DEPTH_SIS_PROP ?
-					   STAT_HIT_SIS_PROP : STAT_HIT_SIS_UTIL);
+				sis_inc(c, c->depth_hit);
 				return -1;
 			}
 			/* __select_idle_cpu() */
@@ -422,7 +412,7 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 
 	if (has_idle_core) {
 		sis_inc(c, STAT_CORE_FAILED);
-		set_idle_cores(c, llc, false);
+		set_idle_cores(llc, false);
 		/* the fallback thread found on the way still has to be taken */
 		if (idle_cpu >= 0 && !sis_take(c, idle_cpu))
 			idle_cpu = -1;

@@ -33,13 +33,6 @@ struct cpu_ctx cpu_ctxs[MAX_CPUS];
 
 #define SIS_INT_MAX	0x7fffffffLL
 
-/* Where a depth came from, for the per-feature hit counters. */
-enum sis_depth_src {
-	DEPTH_NONE,
-	DEPTH_SIS_UTIL,
-	DEPTH_SIS_PROP,
-};
-
 /*
  * The wake-up bookkeeping fair.c keeps in task_struct: current->last_wakee,
  * ->wakee_flips, ->wakee_flip_decay_ts (record_wakee / wake_wide) and
@@ -59,7 +52,7 @@ struct sis_ctx {
 	u64 feat;
 	s32 this_cpu;		/* smp_processor_id() of the waker */
 	s32 prev;
-	u32 depth_src;		/* enum sis_depth_src of the current scan */
+	u32 depth_hit;		/* select_idle_cpu: the hit counter of the feature that set nr */
 	s32 claimed;		/* the CPU this wake-up took from the idle mask, or -1 */
 	s32 wakee_id;		/* p, as last_wakee records it */
 	u32 pcpu_kthread;	/* is_per_cpu_kthread(current) && in_task() */

@@ -33,7 +33,6 @@ int sis_test(struct sis_test_args *a)
 	c->this_cpu = a->this_cpu;
 	c->prev = a->prev;
 	c->claimed = -1;
-	c->depth_src = DEPTH_NONE;
 	c->calib_target = -1;
 	c->wakee_id = a->wakee_id;
 	c->pcpu_kthread = a->pcpu_kthread;

@@ -278,7 +278,6 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 	c->this_cpu = bpf_get_smp_processor_id();
 	c->prev = prev_cpu;
 	c->claimed = -1;
-	c->depth_src = DEPTH_NONE;
 	c->calib_target = -1;
 	c->wakee_id = p->pid;
 	c->wakee_load = tctx->load_avg;
@@ -328,9 +327,7 @@ static void wake_update_idle(s32 cpu, bool idle)
 
 		if (!cc->idle_start)
 			WRITE_ONCE(cc->idle_start, now);
-		update_idle_core(&c, cpu);
-		if (c.cnt[STAT_HIT_KICK_SKIP_REDUNDANT])
-			stat_inc(sis_cpu_llc(cpu), STAT_HIT_KICK_SKIP_REDUNDANT);
+		update_idle_core(&c, cpu);	/* counts nothing */
 		return;
 	}
 	if (!cc->idle_start)
