@@ -56,6 +56,21 @@ for args in "BOGUS" "NO_SIS_CORE BOGUS"; do
   ok "features $args changed nothing"
 done
 
+# --- a whole preset, live ----------------------------------------------------------------
+# `features --preset P` sets exactly the features `presets --json` lists for P.
+for p in vanilla patched; do
+  rc=0; out=$(scx_sisutil features --preset "$p" 2>&1) || rc=$?
+  expect_eq "exit status of features --preset $p" "$rc" 0
+  want=$(scx_sisutil presets --json | jq -r --arg p "$p" '.[] | select(.name == $p) | .features | sort | join(" ")')
+  got=$(scx_sisutil features | awk '$2 == "on" { print $1 }' | LC_ALL=C sort | paste -sd' ')
+  [ -n "$want" ] || fail "presets --json has no preset $p"
+  expect_eq "features on after features --preset $p" "$got" "$want"
+  ok "features --preset $p: on = $got"
+done
+rc=0; out=$(scx_sisutil features --preset bogus 2>&1) || rc=$?
+[ "$rc" -ne 0 ] || fail "features --preset bogus: exit status 0"
+ok "features --preset bogus refused (exit $rc)"
+
 # --- behaviour under overload ------------------------------------------------------------
 # The load is heavy for an emulated guest: only the feature switches and the monitors run
 # while it lasts; every jq goes after it.
