@@ -347,6 +347,43 @@ pub fn write_live(word: u64) -> Result<()> {
         .context("writing the feature word")
 }
 
+/// The feature layout of this build (every feature's name and bit, FNV-1a), as 8 hex
+/// digits: the scheduler puts it in its ops name (`sisutil_fXXXXXXXX_VERSION_TARGET`), so
+/// that `features` refuses a running scx_sisutil whose bits mean other features.
+pub fn layout_tag() -> String {
+    let mut h: u32 = 0x811c_9dc5;
+    for f in FEATURES {
+        for b in f.name.bytes().chain(f.bit.to_le_bytes()) {
+            h = (h ^ b as u32).wrapping_mul(0x0100_0193);
+        }
+    }
+    format!("f{h:08x}")
+}
+
+/// The ops name this build attaches with: sisutil_, the layout tag, then scx_utils' version
+/// suffix (as scx_ops_open! makes it).
+pub fn ops_name() -> String {
+    format!(
+        "sisutil_{}{}",
+        layout_tag(),
+        scx_utils::build_id::ops_version_suffix(env!("CARGO_PKG_VERSION"))
+    )
+}
+
+/// Is the running ops (root/ops) this build's feature layout? None: it is, or it is not
+/// scx_sisutil at all; Some(line): a scx_sisutil with another layout.
+fn other_layout(ops: &str) -> Option<String> {
+    let ops = ops.trim();
+    let ours = format!("sisutil_{}_", layout_tag());
+    (ops.starts_with("sisutil_") && !ops.starts_with(&ours)).then(|| {
+        format!(
+            "the running scheduler '{ops}' is a scx_sisutil of another build (this one is '{}'): its \
+             feature bits may mean other features; use that build's scx_sisutil",
+            ops_name()
+        )
+    })
+}
+
 /// A SIGKILLed instance leaves its pin behind: the map then belongs to no scheduler, and
 /// reading or writing it would report a state that nothing runs with.
 pub fn check_running() -> Result<()> {
@@ -365,6 +402,9 @@ pub fn check_running() -> Result<()> {
             state.trim(),
             if ops.trim().is_empty() { String::new() } else { format!(", ops '{}'", ops.trim()) }
         );
+    }
+    if let Some(line) = other_layout(&ops) {
+        bail!(line);
     }
     Ok(())
 }
@@ -613,6 +653,34 @@ mod tests {
             "{e}"
         );
         assert_eq!(to_words(preset(Preset::patched())).len(), FEATURES.len());
+    }
+
+    #[test]
+    fn ops_name_carries_the_feature_layout() {
+        let ours = ops_name();
+        assert!(
+            ours.starts_with(&format!("sisutil_{}_", layout_tag())),
+            "{ours}"
+        );
+        assert!(
+            ours.len() < 128,
+            "sched_ext's ops name holds 127 bytes: {ours}"
+        );
+        assert!(
+            ours.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.'),
+            "{ours}"
+        );
+        assert_eq!(other_layout(&ours), None);
+        assert_eq!(
+            other_layout("bpfland_1.1.4_x86_64"),
+            None,
+            "not scx_sisutil: not this check's"
+        );
+        let e = other_layout("sisutil_f00000000_0.1.0_x86_64_unknown_linux_gnu\n").unwrap();
+        assert!(e.contains("another build") && e.contains(&ours), "{e}");
+        // an older scx_sisutil without a tag
+        assert!(other_layout("sisutil_0.1.0_x86_64_unknown_linux_gnu").is_some());
     }
 
     #[test]

@@ -126,6 +126,14 @@ impl<'a> Scheduler<'a> {
             sisutil_ops,
             opts.libbpf.clone().into_bpf_open_opts()
         )?;
+        // sisutil_ + the feature layout + scx_ops_open!'s version suffix (features::ops_name)
+        let name = crate::features::ops_name();
+        let field = &mut skel.struct_ops.sisutil_ops_mut().name;
+        field.fill(0);
+        let room = field.len() - 1;
+        for (d, b) in field.iter_mut().zip(name.bytes().take(room)) {
+            *d = b as _;
+        }
         skel.struct_ops.sisutil_ops_mut().exit_dump_len = opts.exit_dump_len;
         skel.struct_ops.sisutil_ops_mut().flags = *scx_utils::compat::SCX_OPS_KEEP_BUILTIN_IDLE
             | *scx_utils::compat::SCX_OPS_ENQ_MIGRATION_DISABLED;

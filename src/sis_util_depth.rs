@@ -334,7 +334,7 @@ mod tests {
         for d in 0..=32 {
             assert_eq!(small_llc_depth(d, 32), d);
         }
-        // Through the table: 16 CPUs, seed's row doubled and capped.
+        // Through the table: 16 CPUs, the commit's row doubled and capped.
         let mut o = opts(16);
         o.small_llc = true;
         let plain = [16u64, 15, 15, 14, 13, 11, 9, 6, 3, 0, 0];

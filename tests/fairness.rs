@@ -12,11 +12,11 @@
 //! WAIT_BOUND_MS at any nice level. The latency table of each run is printed.
 //!
 //! SISUTIL_FAIR_SECS (default 40 for the CI variants, 120 for the ignored ones) sets the load
-//! length in guest seconds. Console logs: target/vm-logs/fair-NAME-console.log.
+//! length in guest seconds. Console logs: target/vm-logs/fair-NAME-console.log. The guest
+//! runs through tests/common (the one VM runner).
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Instant;
+mod common;
+use common::{run_script, Vm};
 
 /// One LLC of 16 CPUs, no SMT.
 const SMP16: &str = "16,sockets=1,cores=16,threads=1";
@@ -34,10 +34,6 @@ const SMP16: &str = "16,sockets=1,cores=16,threads=1";
 /// scheduler before this rework was ejected after ~30 s (docs/results/fairness-16cpu-2026-11-23).
 const WAIT_BOUND_MS: u32 = 5000;
 
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
 fn secs(default: u32) -> u32 {
     std::env::var("SISUTIL_FAIR_SECS")
         .ok()
@@ -47,62 +43,21 @@ fn secs(default: u32) -> u32 {
 }
 
 fn fair(name: &str, kernel: &str, scen: &str, load_s: u32) {
-    let logs = repo().join("target/vm-logs");
-    std::fs::create_dir_all(&logs).expect("cannot create target/vm-logs");
-    let console = logs.join(format!("fair-{name}-console.log"));
     let script = format!("fair-mixed.sh {scen} {load_s} {WAIT_BOUND_MS}");
-    let attach = std::env::var("SISUTIL_VMTEST_ATTACH_TIMEOUT").unwrap_or_else(|_| "90".into());
-    let timeout = 300 + 3 * load_s;
-    let t0 = Instant::now();
-    let out = Command::new(repo().join("tools/vm"))
-        .args(["--kernel", kernel, "--smp", SMP16, "--no-build"])
-        .args(["--timeout", &timeout.to_string()])
-        .arg("--log")
-        .arg(&console)
-        .args(["--env", &format!("VMTEST_ATTACH_TIMEOUT={attach}")])
-        .arg("--")
-        .arg(&script)
-        .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("cannot run tools/vm");
-    let wall = t0.elapsed().as_secs_f64();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!(
-        "==== fair {name}: kernel {kernel}, smp {SMP16}: `{script}` -> exit {:?}, {wall:.1} s wall",
-        out.status.code()
-    );
-    // (LATENCY_JSON too: tools/soak's log keeps the tracer's whole report)
-    for l in stdout.lines() {
-        println!("[{name}] {l}");
-    }
-    for l in String::from_utf8_lossy(&out.stderr).lines() {
-        println!("[{name}] vm: {l}");
-    }
-    println!("==== fair {name}: console log {}", console.display());
-
-    let fails: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL:")).collect();
-    assert!(fails.is_empty(), "{name}: {}", fails.join("\n"));
-    assert_eq!(out.status.code(), Some(0), "{name}: tools/vm exit status");
-    assert!(
-        stdout.lines().any(|l| l.trim_end() == "PASS fair-mixed"),
-        "{name}: no PASS line: the script stopped early"
-    );
-    for want in [
+    let vm = Vm::new(kernel, 300 + 3 * load_s)
+        .smp(SMP16)
+        .log_prefix("fair")
+        .attach_timeout(90);
+    let expected = [
         "monitor reports the scheduler's waits",
         "attached throughout the",
         "latency tracer ran across the load",
         "every nice level waited <=",
         "exit status after SIGINT = 0",
         "dmesg: no abnormal sched_ext disable",
-    ] {
-        assert!(
-            stdout
-                .lines()
-                .any(|l| l.starts_with("ok: ") && l.contains(want)),
-            "{name}: check '{want}' did not run"
-        );
-    }
+    ];
+    let o = run_script(name, vm, &script, &expected, &[]);
+    let stdout = &o.stdout;
     // The load's premise: the runnable tasks per CPU sampled during the load.
     let res = stdout
         .lines()

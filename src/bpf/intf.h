@@ -72,8 +72,9 @@ enum sis_feature {
 	 * asked to take work does not steal from other LLCs (its own LLC queue is still
 	 * served; the kernel skips the whole newidle balance) */
 	FEAT_KICK_SKIP_REDUNDANT = 1ULL << 6,
-	/* Tim Chen 2024, skip unnecessary ILB flag updates: read shared flags before writing
-	 * them; kick targets wrap from this_cpu+1 */
+	/* Tim Chen 2024, skip unnecessary ILB flag updates: a CPU's kick-pending bit is read
+	 * before the atomic that sets it, and a CPU already asked is not asked again; kick
+	 * targets wrap from this_cpu+1 (Chen Yu's review) */
 	FEAT_SIS_SMALL_LLC	= 1ULL << 7,
 	/* SIS_UTIL review (K Prateek Nayak): for LLCs of <= 16 CPUs, depth * 32 / llc_weight */
 	FEAT_SIS_FIT		= 1ULL << 9,
@@ -172,7 +173,7 @@ enum sis_stat {
 	STAT_HIT_NEWIDLE_SKIP_IPI,
 	/* NEWIDLE_SKIP_IPI hits: idle CPU woken for nothing did not pull */
 	STAT_HIT_KICK_SKIP_REDUNDANT,
-	/* KICK_SKIP_REDUNDANT hits: shared-flag writes skipped */
+	/* KICK_SKIP_REDUNDANT hits: kick-pending atomics skipped (the CPU was already asked) */
 	STAT_ENQUEUE,
 	/* tasks queued on an LLC DSQ */
 	STAT_DIRECT,
@@ -191,19 +192,22 @@ enum sis_stat {
 };
 
 /*
- * Per-LLC shared context. nr_idle_scan and util_sum are written by the
- * loader (only when they change, as Mel Gorman asked for in SIS_UTIL's
- * review), has_idle_cores by BPF. Cache-line aligned: it is read on every
- * wake-up.
+ * Per-LLC shared context, two cache lines. The first is read on every
+ * wake-up and written only when a value changes: nr_idle_scan by the loader
+ * (update_idle_cpu_scan()'s "if ((int)y != sd_share->nr_idle_scan)
+ * WRITE_ONCE(...)", commit 70fb5ccf2ebb), has_idle_cores by BPF, weight once
+ * at start. The second is the loader's own, rewritten every interval
+ * (util_sum, which calibrate's scans and the statistics read), so that its
+ * writes do not invalidate the first line on every CPU.
  */
 struct llc_ctx {
 	u64 nr_idle_scan;	/* SIS_UTIL depth, 0..weight */
-	u64 util_sum;		/* sum of the LLC's CPU util (0..1024 each) */
-	u64 weight;		/* CPUs in the LLC */
 	u64 has_idle_cores;	/* sd_llc_shared->has_idle_cores */
-	u64 __unused;		/* was avg_scan_cost: per CPU now (cpu_ctx) */
+	u64 weight;		/* CPUs in the LLC */
+	u64 __pad0[5];
+	u64 util_sum;		/* sum of the LLC's CPU util (0..1024 each) */
 	u64 updates;		/* loader writes of nr_idle_scan */
-	u64 __pad[2];
+	u64 __pad1[6];
 } __attribute__((aligned(64)));
 
 /*

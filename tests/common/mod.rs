@@ -55,6 +55,7 @@ pub struct Vm<'a> {
     opts: Vec<String>,
     timeout_s: u32,
     log_prefix: &'a str,
+    attach_s: u32,
 }
 
 impl<'a> Vm<'a> {
@@ -64,7 +65,14 @@ impl<'a> Vm<'a> {
             opts: vec![],
             timeout_s,
             log_prefix: "vmtest",
+            attach_s: 60,
         }
+    }
+    /// How long the guest scripts wait for the scheduler to attach (default 60 s;
+    /// SISUTIL_VMTEST_ATTACH_TIMEOUT overrides it)
+    pub fn attach_timeout(mut self, secs: u32) -> Self {
+        self.attach_s = secs;
+        self
     }
     /// One tools/vm option with its value (`--smp 4`, `--append maxcpus=6`, ...).
     pub fn opt(mut self, k: &str, v: &str) -> Self {
@@ -155,7 +163,8 @@ pub fn run_vm(name: &str, vm: Vm, cmd: &str) -> Outcome {
     let logs = repo().join("target/vm-logs");
     std::fs::create_dir_all(&logs).expect("cannot create target/vm-logs");
     let console = logs.join(format!("{}-{name}-console.log", vm.log_prefix));
-    let attach = std::env::var("SISUTIL_VMTEST_ATTACH_TIMEOUT").unwrap_or_else(|_| "60".into());
+    let attach =
+        std::env::var("SISUTIL_VMTEST_ATTACH_TIMEOUT").unwrap_or_else(|_| vm.attach_s.to_string());
     let load0 = loadavg();
     let t0 = Instant::now();
     let mut tools_vm = Command::new(repo().join("tools/vm"));

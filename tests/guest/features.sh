@@ -120,8 +120,7 @@ show() {
   done
   echo
   printf '# phase %-9s hits:' "$name"
-  for f in hit_sis_util hit_sis_prop hit_sis_core hit_wa_idle_prev hit_wa_weight \
-           hit_ttwu_queue_desched hit_newidle_skip_ipi hit_kick_skip_redundant; do
+  for f in $(hit_counters); do
     printf ' %s=%s' "$f" "$(json_sum "/tmp/m_$name.json" "$f")"
   done
   echo

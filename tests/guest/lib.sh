@@ -372,4 +372,7 @@ monitor_json() {
 # json_sum FILE FIELD: the sum of a top-level counter over every line of FILE.
 json_sum() { jq -s "map(.$2) | add" "$1"; }
 
+# hit_counters: the features' hit counters (hit_*), as the binary defines them.
+hit_counters() { scx_sisutil --help-stats --json | jq -r '.counters[].name | select(startswith("hit_"))'; }
+
 info "$TEST_NAME on $(uname -r), $(nproc) CPUs online ($(online_cpus)), smp '${SISUTIL_SMP:-?}', $(guest_llcs) LLC(s)"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * schbench-lite: a small wake-up latency benchmark in the spirit of Chris Mason's schbench
- * (which no Debian package ships). Used by tools/bench for the seeds' schbench tables.
+ * (which no Debian package ships). Used by tools/bench for the kernel patches' schbench tables.
  *
  *   schbench-lite -m MTHREADS -t WORKERS_PER_MTHREAD -r SECONDS [-s SLEEP_US] [-c CPU_US]
  *
