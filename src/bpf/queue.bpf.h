@@ -149,6 +149,23 @@ static bool take_kick(s32 cpu)
 }
 
 /*
+ * NEWIDLE_SKIP_IPI: K Prateek Nayak, "sched/fair: Skip newidle_balance()
+ * when an idle CPU is woken up to process an IPI" (2024): "if (prev ==
+ * rq->idle) return NULL;" - a CPU that was idle (@cpu's idle_start is set)
+ * and was not asked to take work (!@kicked) goes back to idle at once
+ * instead of pulling from other LLCs. True when it does (the hit counted).
+ */
+static __always_inline bool newidle_skip_ipi(u64 feat, s32 cpu, bool kicked)
+{
+	struct cpu_ctx *cc = cpu_ctx(cpu);
+
+	if (!(feat & FEAT_NEWIDLE_SKIP_IPI) || !cc || !READ_ONCE(cc->idle_start) || kicked)
+		return false;
+	stat_inc(sis_cpu_llc(cpu), STAT_HIT_NEWIDLE_SKIP_IPI);
+	return true;
+}
+
+/*
  * ops.dispatch: this LLC's queue first; else prev goes on; else, unless
  * NEWIDLE_SKIP_IPI sends an idle CPU woken for no work back to idle, the
  * newidle balance analog steals from the other LLCs, nearest first.
@@ -156,9 +173,7 @@ static bool take_kick(s32 cpu)
 static void queue_dispatch(s32 cpu, struct task_struct *prev)
 {
 	s32 llc = sis_cpu_llc(cpu);
-	struct cpu_ctx *cc = cpu_ctx(cpu);
 	bool kicked = take_kick(cpu);
-	u64 feat = features();
 	u32 k;
 
 	if (llc < 0)
@@ -173,16 +188,8 @@ static void queue_dispatch(s32 cpu, struct task_struct *prev)
 		return;
 	}
 
-	/*
-	 * K Prateek Nayak, "sched/fair: Skip newidle_balance() when an idle CPU
-	 * is woken up to process an IPI" (2024): "if (prev ==
-	 * rq->idle) return NULL;" - a CPU that was idle and was not asked to
-	 * take work goes back to idle at once instead of pulling from others.
-	 */
-	if ((feat & FEAT_NEWIDLE_SKIP_IPI) && cc && READ_ONCE(cc->idle_start) && !kicked) {
-		stat_inc(llc, STAT_HIT_NEWIDLE_SKIP_IPI);
+	if (newidle_skip_ipi(features(), cpu, kicked))
 		return;
-	}
 
 	/* the newidle balance analog: other LLCs, nearest first */
 	bpf_for(k, 0, topo.nr_llcs - 1) {

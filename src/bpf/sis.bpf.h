@@ -326,6 +326,22 @@ static __attribute__((unused)) void sis_prop_idle_exit(struct cpu_ctx *cc, u64 i
 }
 
 /*
+ * SIS_UTIL: Chen Yu, "sched/fair: Introduce SIS_UTIL to search idle CPU
+ * based on sum of util_avg" (commit 70fb5ccf2ebb). The depth is computed
+ * from the LLC's utilization by update_idle_cpu_scan() (the loader,
+ * sis_util_depth.rs):
+ *   nr_idle_scan = llc_weight * (1 - (x * pct)^2),
+ *   x = sum_util / (llc_weight * 1024), pct = imbalance_pct / 100
+ * (0 from x = 1 / pct: 85 % for 117; the integer form is there)
+ * and select_idle_cpu() reads it: "nr = READ_ONCE(sd_share->nr_idle_scan)
+ * + 1" - "because !--nr is the condition to stop scan"; nr == 1: no scan.
+ */
+static __always_inline s64 sis_util_nr(struct llc_ctx *lc)
+{
+	return READ_ONCE(lc->nr_idle_scan) + 1;
+}
+
+/*
  * select_idle_cpu() (fair.c): scan the LLC of @target for an idle CPU,
  * wrapping from target + 1 (for_each_cpu_wrap):
  *   SIS_PROP  nr = sis_prop_nr() (not with an idle core expected)
@@ -359,8 +375,7 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 		c->scan_start = sis_clock(c);
 	}
 	if (sis_feat(c, FEAT_SIS_UTIL)) {
-		/* because !--nr is the condition to stop scan */
-		nr = READ_ONCE(lc->nr_idle_scan) + 1;
+		nr = sis_util_nr(lc);
 		c->depth_hit = STAT_HIT_SIS_UTIL;
 		if (nr == 1) {
 			sis_calib(c, target, nr);

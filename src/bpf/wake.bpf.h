@@ -190,22 +190,31 @@ static __always_inline bool task_descheduling(struct task_struct *p)
 	}
 }
 
+/*
+ * TTWU_QUEUE_DESCHED's decision, at sched_waking: the wakee is descheduling
+ * (on its CPU, dequeued), and ttwu_queue_cond() would queue it on that CPU:
+ * another CPU than the waker's, sharing its cache, allowed, and running
+ * nothing else. True: select_cpu places it there without a search.
+ */
+static __always_inline bool ttwu_queue_desched(struct task_struct *p)
+{
+	s32 this_cpu, cpu;
+
+	if (!(features() & FEAT_TTWU_QUEUE_DESCHED) || !task_descheduling(p))
+		return false;
+	this_cpu = bpf_get_smp_processor_id();
+	cpu = p->thread_info.cpu;
+	return cpu != this_cpu && sis_share_cache(cpu, this_cpu) &&
+	       bpf_cpumask_test_cpu(cpu, p->cpus_ptr) && !sis_nr_running(NULL, cpu);
+}
+
 SEC("tp_btf/sched_waking")
 int BPF_PROG(sisutil_waking, struct task_struct *p)
 {
 	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
-	s32 this_cpu, cpu;
-	u32 cond = 0;
 
-	if (!tctx)
-		return 0;
-	if ((features() & FEAT_TTWU_QUEUE_DESCHED) && task_descheduling(p)) {
-		this_cpu = bpf_get_smp_processor_id();
-		cpu = p->thread_info.cpu;
-		cond = cpu != this_cpu && sis_share_cache(cpu, this_cpu) &&
-		       bpf_cpumask_test_cpu(cpu, p->cpus_ptr) && !sis_nr_running(NULL, cpu);
-	}
-	tctx->desched_wakeup = cond;
+	if (tctx)
+		tctx->desched_wakeup = ttwu_queue_desched(p);
 	return 0;
 }
 
