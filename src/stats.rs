@@ -506,9 +506,33 @@ pub fn parse_secs(s: &str, what: &str, lo: f64, hi: f64) -> std::result::Result<
     Ok(v)
 }
 
-/// Connect to the running scheduler's stats socket, waiting while none runs.
+/// The first wait between attempts to reach a scheduler that is not (yet) running, and the
+/// longest: the wait doubles from the first to the longest while none runs.
+const RETRY_FIRST: Duration = Duration::from_millis(250);
+const RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// The wait after `w`: doubled, capped at RETRY_MAX.
+fn next_wait(w: Duration) -> Duration {
+    (w * 2).min(RETRY_MAX)
+}
+
+/// Sleep for `d`, or less if `shutdown` turns true (checked every 50 ms).
+fn sleep_unless(shutdown: &dyn Fn() -> bool, d: Duration) {
+    let end = std::time::Instant::now() + d;
+    while !shutdown() {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}
+
+/// Connect to the running scheduler's stats socket, waiting while none runs (backing off
+/// from RETRY_FIRST to RETRY_MAX between attempts).
 fn connect(shutdown: &dyn Fn() -> bool) -> Result<Option<StatsClient>> {
     let mut said = false;
+    let mut wait = RETRY_FIRST;
     loop {
         if shutdown() {
             return Ok(None);
@@ -523,7 +547,8 @@ fn connect(shutdown: &dyn Fn() -> bool) -> Result<Option<StatsClient>> {
                             eprintln!("waiting for scx_sisutil to start (no stats socket at /var/run/scx/root/stats)...");
                             said = true;
                         }
-                        std::thread::sleep(Duration::from_millis(500));
+                        sleep_unless(shutdown, wait);
+                        wait = next_wait(wait);
                     }
                     Some(std::io::ErrorKind::PermissionDenied) => {
                         bail!("reading scx_sisutil statistics needs root (the stats socket is root-only)")
@@ -576,7 +601,7 @@ pub fn monitor(opts: &MonitorOpts, shutdown: &dyn Fn() -> bool) -> Result<()> {
         if let Err(e) = client.request::<Metrics>("stats", vec![]) {
             foreign_server()?;
             log::debug!("stats request: {e:#}");
-            std::thread::sleep(Duration::from_millis(500));
+            sleep_unless(shutdown, RETRY_MAX);
             continue;
         }
         loop {
@@ -612,6 +637,30 @@ pub fn monitor(opts: &MonitorOpts, shutdown: &dyn Fn() -> bool) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_wait_ends_at_shutdown_and_backs_off() {
+        let t = Instant::now();
+        sleep_unless(&|| true, Duration::from_secs(10));
+        assert!(
+            t.elapsed() < Duration::from_millis(100),
+            "{:?}",
+            t.elapsed()
+        );
+        let t = Instant::now();
+        sleep_unless(&|| false, Duration::from_millis(120));
+        assert!(
+            t.elapsed() >= Duration::from_millis(120),
+            "{:?}",
+            t.elapsed()
+        );
+        // the waits between attempts: doubling, capped
+        let waits: Vec<u128> = std::iter::successors(Some(RETRY_FIRST), |w| Some(next_wait(*w)))
+            .take(6)
+            .map(|w| w.as_millis())
+            .collect();
+        assert_eq!(waits, [250, 500, 1000, 2000, 2000, 2000]);
+    }
 
     fn counters(pairs: &[(u32, u64)]) -> Counters {
         let mut c = [0u64; NR_STATS];
