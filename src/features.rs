@@ -347,16 +347,23 @@ pub fn write_live(word: u64) -> Result<()> {
         .context("writing the feature word")
 }
 
-/// The feature layout of this build (every feature's name and bit, FNV-1a), as 8 hex
-/// digits: the scheduler puts it in its ops name (`sisutil_fXXXXXXXX_VERSION_TARGET`), so
-/// that `features` refuses a running scx_sisutil whose bits mean other features.
+/// The layout of what this build shares with a running instance, as 8 hex digits of an
+/// FNV-1a hash: every feature's name and bit, and the sizes of the pinned calibration
+/// record and the counters. The scheduler puts it in its ops name
+/// (`sisutil_fXXXXXXXX_VERSION_TARGET`), so that `features`, `calibrate` and `ab` refuse a
+/// running scx_sisutil whose bits or records mean something else.
 pub fn layout_tag() -> String {
-    let mut h: u32 = 0x811c_9dc5;
-    for f in FEATURES {
-        for b in f.name.bytes().chain(f.bit.to_le_bytes()) {
-            h = (h ^ b as u32).wrapping_mul(0x0100_0193);
-        }
-    }
+    let sizes = [
+        std::mem::size_of::<bpf_intf::calib_rec>() as u64,
+        bpf_intf::sis_stat_STAT_NR as u64,
+    ];
+    let bytes = FEATURES
+        .iter()
+        .flat_map(|f| f.name.bytes().chain(f.bit.to_le_bytes()))
+        .chain(sizes.iter().flat_map(|n| n.to_le_bytes()));
+    let h = bytes.fold(0x811c_9dc5u32, |h, b| {
+        (h ^ b as u32).wrapping_mul(0x0100_0193)
+    });
     format!("f{h:08x}")
 }
 
