@@ -177,7 +177,6 @@ impl UtilUpdate {
             // written when it would not change
             if unsafe { std::ptr::read_volatile(&lc.nr_idle_scan) } != depth {
                 unsafe { std::ptr::write_volatile(&mut lc.nr_idle_scan, depth) };
-                lc.updates += 1;
             }
         }
     }

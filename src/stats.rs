@@ -601,7 +601,7 @@ pub fn monitor(opts: &MonitorOpts, shutdown: &dyn Fn() -> bool) -> Result<()> {
         if let Err(e) = client.request::<Metrics>("stats", vec![]) {
             foreign_server()?;
             log::debug!("stats request: {e:#}");
-            sleep_unless(shutdown, RETRY_MAX);
+            sleep_unless(shutdown, RETRY_FIRST);
             continue;
         }
         loop {

@@ -206,8 +206,7 @@ struct llc_ctx {
 	u64 weight;		/* CPUs in the LLC */
 	u64 __pad0[5];
 	u64 util_sum;		/* sum of the LLC's CPU util (0..1024 each) */
-	u64 updates;		/* loader writes of nr_idle_scan */
-	u64 __pad1[6];
+	u64 __pad1[7];
 } __attribute__((aligned(64)));
 
 /*

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
-//! The VM test runner shared by the VM test binaries (tests/vm.rs, tests/reliability.rs):
+//! The VM test runner shared by the VM test binaries (tests/vm.rs, tests/reliability.rs,
+//! tests/fairness.rs):
 //! boot one guest through `tools/vm`, run one guest script from tests/guest/, print
 //! everything, and check the script's report.
 //!

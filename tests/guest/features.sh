@@ -60,7 +60,7 @@ done
 # `features --preset P` sets exactly the features `presets --json` lists for P.
 for p in vanilla patched; do
   rc=0; out=$(scx_sisutil features --preset "$p" 2>&1) || rc=$?
-  expect_eq "exit status of features --preset $p" "$rc" 0
+  [ "$rc" -eq 0 ] || fail "features --preset $p: exit status $rc: $out"
   want=$(scx_sisutil presets --json | jq -r --arg p "$p" '.[] | select(.name == $p) | .features | sort | join(" ")')
   got=$(scx_sisutil features | awk '$2 == "on" { print $1 }' | LC_ALL=C sort | paste -sd' ')
   [ -n "$want" ] || fail "presets --json has no preset $p"
@@ -119,8 +119,11 @@ show() {
     printf ' %s=%s' "$f" "$(json_sum "/tmp/m_$name.json" "$f")"
   done
   echo
+  local hits
+  hits=$(hit_counters)
+  [ -n "$hits" ] || fail "--help-stats --json lists no hit_* counter"
   printf '# phase %-9s hits:' "$name"
-  for f in $(hit_counters); do
+  for f in $hits; do
     printf ' %s=%s' "$f" "$(json_sum "/tmp/m_$name.json" "$f")"
   done
   echo
