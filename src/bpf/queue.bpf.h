@@ -66,7 +66,8 @@ static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
 static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
 {
 	struct kick_env e = { .p = p };
-	s32 cpu, kllc;
+	struct sis_counters *ksc;
+	s32 cpu;
 	u32 probed = 0;
 	u64 bit, old;
 	u64 *word;
@@ -84,22 +85,21 @@ static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
 	}
 	if (cpu < 0 || cpu >= MAX_CPUS)
 		return;
-	kllc = sis_cpu_llc(cpu);
+	/* the kicked CPU's LLC counts the kick: one lookup of its row */
+	ksc = llc_counters(sis_cpu_llc(cpu));
 
-	{
-		struct sis_counters *sc = llc_counters(kllc);
-
-		if (kick_already_asked(feat, kick_test(cpu), sc ? sc->cnt : NULL))
-			return;
-	}
+	if (kick_already_asked(feat, kick_test(cpu), ksc ? ksc->cnt : NULL))
+		return;
 	bit = 1ULL << ((u32)cpu % 64);
 	word = &kick_pending[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)];
 	old = __sync_fetch_and_or(word, bit);
-	stat_inc(kllc, STAT_KICK_ATOMIC);
+	if (ksc)
+		ksc->cnt[STAT_KICK_ATOMIC]++;
 	if (old & bit)
 		return;
 	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
-	stat_inc(kllc, STAT_KICK);
+	if (ksc)
+		ksc->cnt[STAT_KICK]++;
 }
 
 /*

@@ -133,7 +133,7 @@ static bool sis_smt_siblings(s32 a, s32 b)
 
 /* ---- has_idle_cores: test_idle_cores / set_idle_cores / __update_idle_core ---- */
 
-static __always_inline bool test_idle_cores(struct sis_ctx *c, s32 llc)
+static __always_inline bool test_idle_cores(s32 llc)
 {
 	struct llc_ctx *lc = sis_llc_ctx(llc);
 
@@ -155,15 +155,15 @@ static __always_inline void set_idle_cores(s32 llc, bool val)
  * scheduler's own view (cpu_ctx idle_start, kept by ops.update_idle), so
  * the hint does not depend on when sched_ext updates its idle masks.
  */
-static __attribute__((unused)) void update_idle_core(struct sis_ctx *c, s32 cpu)
+static __attribute__((unused)) void update_idle_core(u64 feat, s32 cpu)
 {
 	struct cpu_ctx *sc;
 	u32 i, nr;
 	s32 sib;
 
-	if (cpu < 0 || cpu >= MAX_CPUS || !topo.smt || !sis_feat(c, FEAT_SIS_CORE))
+	if (cpu < 0 || cpu >= MAX_CPUS || !topo.smt || !(feat & FEAT_SIS_CORE))
 		return;
-	if (test_idle_cores(c, sis_cpu_llc(cpu)))
+	if (test_idle_cores(sis_cpu_llc(cpu)))
 		return;
 	nr = smt_nr(cpu);
 	bpf_for(i, 0, nr) {
@@ -500,7 +500,7 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 
 	/* sched_smt_active(): SIS_CORE off behaves as a kernel without SMT */
 	if (topo.smt && sis_feat(c, FEAT_SIS_CORE)) {
-		has_idle_core = test_idle_cores(c, llc);
+		has_idle_core = test_idle_cores(llc);
 		if (!has_idle_core && sis_share_cache(prev, target)) {
 			i = select_idle_smt(c, prev);
 			if (i >= 0) {

@@ -332,11 +332,9 @@ static void wake_update_idle(s32 cpu, bool idle)
 	if (!cc)
 		return;
 	if (idle) {
-		struct sis_ctx c = { .feat = features() };
-
 		if (!cc->idle_start)
 			WRITE_ONCE(cc->idle_start, now);
-		update_idle_core(&c, cpu);	/* counts nothing */
+		update_idle_core(features(), cpu);
 		return;
 	}
 	if (!cc->idle_start)
