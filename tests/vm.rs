@@ -594,6 +594,11 @@ fn service_unit_verifies() {
         "ExecStart=/usr/bin/scx_sisutil $SCX_FLAGS",
         "Restart=on-failure",
         "ConditionPathIsDirectory=/sys/kernel/sched_ext",
+        "Conflicts=scx_loader.service scx.service",
+        "CapabilityBoundingSet=CAP_BPF CAP_PERFMON CAP_SYS_ADMIN CAP_SYS_RESOURCE",
+        "ProtectSystem=strict",
+        "ReadWritePaths=-/sys/fs/bpf",
+        "RuntimeDirectory=scx",
     ] {
         assert!(
             text.lines().any(|l| l == want),
@@ -624,6 +629,42 @@ fn service_unit_verifies() {
         caught.iter().any(|l| l.contains("sometimes")),
         "{caught:#?}"
     );
+
+    // The hardening counts: systemd's own exposure score (0 safe .. 10 unsafe) is low, and
+    // the same unit without its hardening block scores as the unhardened unit did (9.6).
+    let hardened = unit_exposure(&unit);
+    let bare = dir.join("scx_sisutil-bare.service");
+    let start = text
+        .find("# Hardening")
+        .expect("no hardening block in the unit");
+    let end = start + text[start..].find("\n\n").expect("hardening block end");
+    std::fs::write(&bare, format!("{}{}", &text[..start], &text[end + 2..])).expect("bare unit");
+    let unhardened = unit_exposure(&bare);
+    println!("systemd-analyze security: {hardened} hardened, {unhardened} without the block");
+    assert!(hardened <= 2.5, "exposure {hardened}");
+    assert!(
+        unhardened >= 9.0,
+        "exposure without the hardening {unhardened}"
+    );
+}
+
+/// `systemd-analyze security --offline=yes`'s overall exposure level of a unit file.
+fn unit_exposure(unit: &Path) -> f64 {
+    let out = Command::new("systemd-analyze")
+        .args(["security", "--offline=yes", "--no-pager"])
+        .arg(unit)
+        .stdin(Stdio::null())
+        .output()
+        .expect("cannot run systemd-analyze (Debian's systemd package)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| {
+            l.split_once("Overall exposure level for ")
+                .and_then(|(_, r)| r.split_once(": "))
+                .and_then(|(_, r)| r.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or_else(|| panic!("no exposure level for {}:\n{text}", unit.display()))
 }
 
 /// The build's include directories for the BPF objects: scx's headers (unpacked by
