@@ -384,6 +384,8 @@ mod tests {
         // Each 1 ms sleep ends in one wake-up. One whose timer fires before the thread has
         // switched out finds it still on its CPU (ttwu_runnable): no wait, nothing to record;
         // a loaded host makes that race happen about once in 200 (199 seen in CI's run).
+        // Margin: 190 allows 5 % lost; 10 runs at a host load of ~14 passed, and the same
+        // 200 sleeps at nice 7 in a python3 process counted 204-210 (its own wake-ups too).
         assert!(
             l.count >= 190,
             "nice 7: {} wake-ups, want >= 190 of 200",

@@ -4,10 +4,10 @@
 //! `--preset patched` in one boot, checks its own output (tables present, numbers parse, no
 //! configuration failed, every run has its wake-up latency and, under sched_ext, its
 //! select_cpu/enqueue/dispatch BPF statistics) and exits non-zero otherwise. Here we also
-//! check its files.
+//! check its files, and that the self-check fails on a defective run (a mutated raw log).
 //! Needs root, qemu and a sched_ext kernel (tools/setup, tools/kernel): nothing is skipped.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[test]
@@ -131,4 +131,74 @@ fn bench_quick_produces_tables_and_csv() {
         let m = std::fs::metadata(out.join(png)).unwrap_or_else(|_| panic!("{png} missing"));
         assert!(m.len() > 1000, "{png} is too small");
     }
+    self_check_catches_defects(&repo, &out);
+}
+
+/// `tools/bench --from-raw DIR --quick` on `raw`, with `mutate` applied to the first run
+/// record it selects: (exit success, stderr).
+fn recheck(
+    repo: &Path,
+    raw: &str,
+    name: &str,
+    mutate: &dyn Fn(&mut serde_json::Value) -> bool,
+) -> (bool, String) {
+    let dir = repo.join("target/bench").join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("recheck directory");
+    let mut done = false;
+    let text: Vec<String> = raw
+        .lines()
+        .map(|l| match l.strip_prefix("@@BENCH ") {
+            Some(j) if !done => {
+                let mut v: serde_json::Value = serde_json::from_str(j).expect("@@BENCH JSON");
+                done = mutate(&mut v);
+                format!("@@BENCH {v}")
+            }
+            _ => l.to_string(),
+        })
+        .collect();
+    std::fs::write(dir.join("raw-main.log"), text.join("\n") + "\n").expect("raw-main.log");
+    let res = Command::new(repo.join("tools/bench"))
+        .args(["--quick", "--from-raw"])
+        .arg(&dir)
+        .current_dir(repo)
+        .output()
+        .expect("cannot run tools/bench --from-raw");
+    (
+        res.status.success(),
+        String::from_utf8_lossy(&res.stderr).into_owned(),
+    )
+}
+
+/// The self-check is not a formality: on the run's own raw log it passes, and the two
+/// defects it once reported (a run whose enqueue BPF statistics went negative, a run whose
+/// latency tracer gave no p99.9) each fail it, naming the run.
+fn self_check_catches_defects(repo: &Path, out: &Path) {
+    let raw = std::fs::read_to_string(out.join("raw-main.log")).expect("raw-main.log");
+    let is_run = |v: &serde_json::Value, cfg: &str| v["type"] == "run" && v["config"] == cfg;
+    let (ok, err) = recheck(repo, &raw, "recheck-same", &|_| false);
+    assert!(
+        ok && err.contains("quick check passed"),
+        "the unchanged log:\n{err}"
+    );
+    let (ok, err) = recheck(repo, &raw, "recheck-enq", &|v| {
+        is_run(v, "patched") && {
+            v["enq_cnt"] = (-27023).into();
+            true
+        }
+    });
+    assert!(
+        !ok && err.contains("CHECK FAILED: patched ") && err.contains("no enqueue BPF stats"),
+        "negative enqueue count not caught:\n{err}"
+    );
+    let (ok, err) = recheck(repo, &raw, "recheck-p999", &|v| {
+        is_run(v, "eevdf") && {
+            v["wake_p999_us"] = serde_json::Value::Null;
+            true
+        }
+    });
+    assert!(
+        !ok && err.contains("CHECK FAILED: eevdf ") && err.contains("wake_p999_us"),
+        "missing p99.9 not caught:\n{err}"
+    );
 }
