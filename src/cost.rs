@@ -404,12 +404,9 @@ fn print_table(rows: &[Row]) {
     }
 }
 
+/// matplotlib script for crate::plot::render (data, title, out defined there)
 const PLOT_PY: &str = r#"
-import json, sys
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-rows = json.load(open(sys.argv[1]))
+rows = data
 loads = sorted({r["busy_pct"] for r in rows})
 pols = list(dict.fromkeys(r["policy"] for r in rows))
 ncol = min(3, len(loads))
@@ -437,9 +434,9 @@ for row in axes:
     row[0].set_ylabel("ns per placement\n(median, p25..p75)")
 h, l = axes[0][0].get_legend_handles_labels()
 fig.legend(h, l, loc="upper center", ncol=min(len(pols), 4), fontsize=8)
-fig.text(0.5, 0.01, sys.argv[3], ha="center", fontsize=8)
+fig.text(0.5, 0.01, title, ha="center", fontsize=8)
 fig.tight_layout(rect=(0, 0.03, 1, 1 - 1.0 / (3.4 * nrow + 1.2)))
-fig.savefig(sys.argv[2], dpi=110)
+fig.savefig(out, format="png", dpi=110)
 "#;
 
 fn cpu_model() -> String {
@@ -454,13 +451,13 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
-fn plot(rows: &[Row], path: &std::path::Path) -> Result<()> {
+fn plot(rows: &[Row], out: &crate::plot::PlotOut) -> Result<u64> {
     let title = format!(
         "scx_sisutil placement-cost on {} (kernel {})",
         cpu_model(),
         kernel_release()
     );
-    crate::plot::matplotlib(PLOT_PY, rows, path, &title)
+    crate::plot::render(PLOT_PY, rows, out, &title)
 }
 
 fn kernel_release() -> String {
@@ -558,6 +555,9 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
 }
 
 pub fn cost_main(opts: &CostOpts) -> Result<()> {
+    if opts.loader && opts.plot.is_some() {
+        bail!("--plot draws the placement table; --loader has none to draw");
+    }
     if opts.loader {
         let r = measure_loader(opts)?;
         if opts.json {
@@ -570,11 +570,12 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
         }
         return Ok(());
     }
-    if let Some(p) = &opts.plot {
-        if p.as_os_str().is_empty() {
-            bail!("--plot needs a file name");
-        }
-    }
+    // a bad --plot fails now, not after the measuring
+    let plot_out = opts
+        .plot
+        .as_deref()
+        .map(crate::plot::check_out)
+        .transpose()?;
     let rows = measure(opts, true)?;
     if opts.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -588,9 +589,9 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
         );
         print_table(&rows);
     }
-    if let Some(p) = &opts.plot {
-        plot(&rows, p)?;
-        eprintln!("placement-cost: wrote {}", p.display());
+    if let Some(out) = &plot_out {
+        let n = plot(&rows, out)?;
+        eprintln!("placement-cost: wrote {} ({n} bytes)", out.path().display());
     }
     Ok(())
 }
