@@ -379,6 +379,8 @@ pub fn buckets(recs: &[Rec], weights: &[u64], imbalance_pct: u64, small_llc: boo
 }
 
 fn open_pinned(path: &str) -> Result<MapHandle> {
+    // the directory first: a symlinked or foreign one is named, not reported as missing
+    features::check_pin_dir()?;
     match Path::new(path).try_exists() {
         Ok(true) => {}
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
@@ -388,7 +390,6 @@ fn open_pinned(path: &str) -> Result<MapHandle> {
             "no running scx_sisutil with depth calibration found ({path} does not exist): start it with `sudo scx_sisutil`"
         ),
     }
-    features::check_pin_dir()?;
     MapHandle::from_pinned_path(path).with_context(|| format!("cannot open {path}"))
 }
 
