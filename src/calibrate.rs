@@ -379,6 +379,8 @@ pub fn buckets(recs: &[Rec], weights: &[u64], imbalance_pct: u64, small_llc: boo
 }
 
 fn open_pinned(path: &str) -> Result<MapHandle> {
+    // the directory first: a symlinked or foreign one is named, not reported as missing
+    features::check_pin_dir()?;
     match Path::new(path).try_exists() {
         Ok(true) => {}
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
@@ -388,7 +390,6 @@ fn open_pinned(path: &str) -> Result<MapHandle> {
             "no running scx_sisutil with depth calibration found ({path} does not exist): start it with `sudo scx_sisutil`"
         ),
     }
-    features::check_pin_dir()?;
     MapHandle::from_pinned_path(path).with_context(|| format!("cannot open {path}"))
 }
 
@@ -407,14 +408,12 @@ fn renew_lease(ctl: &MapHandle) -> Result<()> {
 }
 
 pub fn calibrate_main(opts: &CalibrateOpts, shutdown: &AtomicBool) -> Result<()> {
-    if let Some(p) = &opts.plot {
-        if p.extension().and_then(|e| e.to_str()) != Some("png") {
-            bail!(
-                "--plot writes a PNG: give a FILE.png, got '{}'",
-                p.display()
-            );
-        }
-    }
+    // a bad --plot fails now, not after the measuring
+    let plot_out = opts
+        .plot
+        .as_deref()
+        .map(crate::plot::check_out)
+        .transpose()?;
     if unsafe { libc::geteuid() } != 0 {
         bail!("calibrate needs root (the scheduler's maps are root-only)");
     }
@@ -467,7 +466,7 @@ pub fn calibrate_main(opts: &CalibrateOpts, shutdown: &AtomicBool) -> Result<()>
             print_table(&report);
         }
     }
-    if let Some(path) = &opts.plot {
+    if let Some(out) = &plot_out {
         let total: Vec<Rec> = prev
             .iter()
             .zip(first.iter())
@@ -477,8 +476,8 @@ pub fn calibrate_main(opts: &CalibrateOpts, shutdown: &AtomicBool) -> Result<()>
         let small = crate::sis_util_depth::small_llc_on(feat);
         let b = buckets(&total, &weights, pct, small);
         let w = weights.iter().copied().max().unwrap_or(1);
-        plot(&b, w, pct, small, &last_feat, path)?;
-        eprintln!("calibrate: plot written to {}", path.display());
+        let n = plot(&b, w, pct, small, &last_feat, out)?;
+        eprintln!("calibrate: wrote {} ({n} bytes)", out.path().display());
     }
     Ok(())
 }
@@ -517,12 +516,9 @@ fn print_table(r: &Report) {
     }
 }
 
+/// matplotlib script for crate::plot::render (data, title, out defined there)
 const PLOT_PY: &str = r#"
-import json, sys
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-d = json.load(open(sys.argv[1]))
+d = data
 fig, ax = plt.subplots(figsize=(7.2, 4.6))
 ax.plot([c[0] for c in d["curve"]], [c[1] for c in d["curve"]], "-", color="tab:blue",
         linewidth=2, label=d["curve_label"])
@@ -538,9 +534,9 @@ ax.set_xlabel("LLC utilization %")
 ax.set_ylabel("depth (CPUs)")
 ax.grid(True, alpha=0.3)
 ax.legend(fontsize=8)
-ax.set_title(sys.argv[3], fontsize=8)
+ax.set_title(title, fontsize=8)
 fig.tight_layout()
-fig.savefig(sys.argv[2], dpi=100)
+fig.savefig(out, format="png", dpi=100)
 "#;
 
 /// `--plot`: depth (CPUs) against utilization: the utilization-based depth curve for an
@@ -552,8 +548,8 @@ fn plot(
     imbalance_pct: u64,
     small_llc: bool,
     features: &str,
-    path: &Path,
-) -> Result<()> {
+    out: &crate::plot::PlotOut,
+) -> Result<u64> {
     let curve: Vec<(u64, u64)> = (0..=100u64)
         .map(|pct| (pct, sis_util_depth(pct, weight, imbalance_pct, small_llc)))
         .collect();
@@ -570,7 +566,7 @@ fn plot(
         "scx_sisutil calibrate: LLC of {weight} CPUs; on: {}",
         on.join(" ")
     );
-    crate::plot::matplotlib(PLOT_PY, &data, path, &title)
+    crate::plot::render(PLOT_PY, &data, out, &title)
 }
 
 #[cfg(test)]
@@ -622,10 +618,10 @@ mod tests {
         recs[8].wakeups = 50;
         recs[8].no_idle = 50;
         let b = buckets(&recs, &[8], 117, false);
-        let path = std::env::temp_dir().join(format!("calib-plot-{}.png", std::process::id()));
-        plot(&b, 8, 117, false, "SIS_UTIL NO_SIS_PROP", &path).unwrap();
-        let png = std::fs::read(&path).unwrap();
-        let _ = std::fs::remove_file(&path);
+        let dir = tempfile::tempdir().unwrap();
+        let out = crate::plot::check_out(&dir.path().join("calib.png")).unwrap();
+        plot(&b, 8, 117, false, "SIS_UTIL NO_SIS_PROP", &out).unwrap();
+        let png = std::fs::read(out.path()).unwrap();
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         assert!(png.len() > 10_000, "{} bytes", png.len());
     }

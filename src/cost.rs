@@ -155,6 +155,16 @@ pub fn default_policies() -> Vec<String> {
 /// The loaded cost object.
 pub struct CostBpf<'obj> {
     skel: CostSkel<'obj>,
+    /// placements per BPF_PROG_TEST_RUN (see `chunk_for`)
+    chunk: u32,
+}
+
+/// Placements per BPF_PROG_TEST_RUN on an LLC of `n` CPUs: a test run cannot be interrupted,
+/// so a run is split into test runs of ~2^24 CPU probes at most (a placement that scans
+/// the whole LLC probes each CPU once; ~14 ns per probe measured on this project's 2-core
+/// host, so ~0.25 s per test run): Ctrl-C takes effect between them.
+fn chunk_for(n: u32) -> u32 {
+    ((1u32 << 24) / n.max(1)).clamp(1024, 1 << 20)
 }
 
 impl<'obj> CostBpf<'obj> {
@@ -168,9 +178,9 @@ impl<'obj> CostBpf<'obj> {
         // fentry/bpf_scx_reg from the scx headers: sched_ext is not needed here
         open.progs.scx_lib_init_probe.set_autoload(false);
         let skel = open.load().context(
-            "loading the placement-cost BPF object (bpf() refused? -v shows libbpf's log)",
+            "loading the placement-cost BPF object (bpf() refused? libbpf's messages above say why)",
         )?;
-        Ok(CostBpf { skel })
+        Ok(CostBpf { skel, chunk: 1024 })
     }
 
     /// One LLC of `n` CPUs (pairs of threads with `smt`), `busy_pct` of them busy (a fixed
@@ -232,11 +242,44 @@ impl<'obj> CostBpf<'obj> {
                 bss.synth_idle[cpu / 64] |= 1 << (cpu % 64);
             }
         }
+        self.chunk = chunk_for(n);
         Ok((n - nbusy as u32, depth, depth_small))
     }
 
-    /// One BPF_PROG_TEST_RUN: (ns, placements, counters, direct).
+    /// One run of `placements`, in test runs of at most `self.chunk` (the first seeded with
+    /// `seed`, the next ones with seeds derived from it): (ns, placements, counters, direct),
+    /// summed over them.
     fn run(
+        &mut self,
+        feat: u64,
+        placements: u32,
+        seed: u32,
+        harness_only: bool,
+    ) -> Result<(u64, u64, Vec<u64>, u64)> {
+        let (mut ns, mut placed, mut direct) = (0u64, 0u64, 0u64);
+        let mut cnt = vec![0u64; bi::sis_stat_STAT_NR as usize];
+        let mut left = placements;
+        let mut i = 0u32;
+        while left > 0 {
+            let now = left.min(self.chunk);
+            let s = if i == 0 {
+                seed
+            } else {
+                seed ^ i.wrapping_mul(0x9e37_79b9)
+            };
+            let (t, p, c, d) = self.test_run(feat, now, s, harness_only)?;
+            ns += t;
+            placed += p;
+            direct += d;
+            cnt.iter_mut().zip(&c).for_each(|(a, b)| *a += b);
+            left -= now;
+            i += 1;
+        }
+        Ok((ns, placed, cnt, direct))
+    }
+
+    /// One BPF_PROG_TEST_RUN: (ns, placements, counters, direct).
+    fn test_run(
         &mut self,
         feat: u64,
         placements: u32,
@@ -404,12 +447,9 @@ fn print_table(rows: &[Row]) {
     }
 }
 
+/// matplotlib script for crate::plot::render (data, title, out defined there)
 const PLOT_PY: &str = r#"
-import json, sys
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-rows = json.load(open(sys.argv[1]))
+rows = data
 loads = sorted({r["busy_pct"] for r in rows})
 pols = list(dict.fromkeys(r["policy"] for r in rows))
 ncol = min(3, len(loads))
@@ -437,9 +477,9 @@ for row in axes:
     row[0].set_ylabel("ns per placement\n(median, p25..p75)")
 h, l = axes[0][0].get_legend_handles_labels()
 fig.legend(h, l, loc="upper center", ncol=min(len(pols), 4), fontsize=8)
-fig.text(0.5, 0.01, sys.argv[3], ha="center", fontsize=8)
+fig.text(0.5, 0.01, title, ha="center", fontsize=8)
 fig.tight_layout(rect=(0, 0.03, 1, 1 - 1.0 / (3.4 * nrow + 1.2)))
-fig.savefig(sys.argv[2], dpi=110)
+fig.savefig(out, format="png", dpi=110)
 "#;
 
 fn cpu_model() -> String {
@@ -454,13 +494,13 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
-fn plot(rows: &[Row], path: &std::path::Path) -> Result<()> {
+fn plot(rows: &[Row], out: &crate::plot::PlotOut) -> Result<u64> {
     let title = format!(
         "scx_sisutil placement-cost on {} (kernel {})",
         cpu_model(),
         kernel_release()
     );
-    crate::plot::matplotlib(PLOT_PY, rows, path, &title)
+    crate::plot::render(PLOT_PY, rows, out, &title)
 }
 
 fn kernel_release() -> String {
@@ -558,6 +598,9 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
 }
 
 pub fn cost_main(opts: &CostOpts) -> Result<()> {
+    if opts.loader && opts.plot.is_some() {
+        bail!("--plot draws the placement table; --loader has none to draw");
+    }
     if opts.loader {
         let r = measure_loader(opts)?;
         if opts.json {
@@ -570,11 +613,12 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
         }
         return Ok(());
     }
-    if let Some(p) = &opts.plot {
-        if p.as_os_str().is_empty() {
-            bail!("--plot needs a file name");
-        }
-    }
+    // a bad --plot fails now, not after the measuring
+    let plot_out = opts
+        .plot
+        .as_deref()
+        .map(crate::plot::check_out)
+        .transpose()?;
     let rows = measure(opts, true)?;
     if opts.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -588,9 +632,9 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
         );
         print_table(&rows);
     }
-    if let Some(p) = &opts.plot {
-        plot(&rows, p)?;
-        eprintln!("placement-cost: wrote {}", p.display());
+    if let Some(out) = &plot_out {
+        let n = plot(&rows, out)?;
+        eprintln!("placement-cost: wrote {} ({n} bytes)", out.path().display());
     }
     Ok(())
 }
@@ -687,6 +731,21 @@ mod tests {
                 n as f64 + 3.0
             );
         }
+    }
+
+    /// A run longer than one test run is split, and its counts add up: 3 test runs of a
+    /// whole-LLC scan still examine exactly n + 1 CPUs per placement.
+    #[test]
+    fn placement_cost_split_runs_add_up() {
+        assert_eq!(chunk_for(512), 32768);
+        assert_eq!(chunk_for(2), 1 << 20);
+        let mut o = opts(&[512], &[100], false, &["unbounded"]);
+        o.runs = 1;
+        o.placements = 2 * chunk_for(512) + 100;
+        let rows = measure(&o, false).expect("placement-cost");
+        let r = row(&rows, "unbounded", 512, 100);
+        assert_eq!(r.cpus_examined, 513.0, "{r:?}");
+        assert_eq!(r.placements_per_run, o.placements);
     }
 
     #[test]

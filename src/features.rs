@@ -258,27 +258,72 @@ pub fn to_words(word: u64) -> Vec<String> {
 /// symlink or a directory another user controls could hand us (or a root caller) a map
 /// that is not the scheduler's.
 pub fn check_pin_dir() -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let md = match std::fs::symlink_metadata(PIN_DIR) {
-        Ok(md) => md,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e).with_context(|| format!("reading {PIN_DIR}")),
+    open_dir_checked(Path::new(PIN_DIR)).map(|_| ())
+}
+
+/// Make the pin directory (if missing) and close it to others (0700) through the fd of the
+/// directory checked, so that nothing swapped in between is followed. Returns that fd.
+pub fn prepare_pin_dir() -> Result<std::fs::File> {
+    prepare_dir_at(Path::new(PIN_DIR))
+}
+
+fn prepare_dir_at(dir: &Path) -> Result<std::fs::File> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!(
+                    "creating {} (is bpffs mounted on /sys/fs/bpf?)",
+                    dir.display()
+                )
+            })
+        }
+    }
+    let f = open_dir_checked(dir)?
+        .with_context(|| format!("{} disappeared after it was made", dir.display()))?;
+    // fchmod(2) on the directory opened: not a path that could be swapped
+    f.set_permissions(std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("chmod 0700 {}", dir.display()))?;
+    Ok(f)
+}
+
+/// Open `dir` itself (O_NOFOLLOW | O_DIRECTORY: a symlink there is refused, not followed)
+/// and check what is open (fstat): root's, not writable by group or others.
+fn open_dir_checked(dir: &Path) -> Result<Option<std::fs::File>> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let d = dir.display();
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // O_NOFOLLOW | O_DIRECTORY on a symlink: ENOTDIR (or ELOOP); refused either way,
+        // lstat only names it
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::ENOTDIR)) => {
+            if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+                bail!("{d} is a symlink: refusing to use it (remove it)")
+            }
+            bail!("{d} is not a directory: refusing to use it (remove it)")
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            bail!("{d} is root-only: reading or switching features needs root")
+        }
+        Err(e) => return Err(e).with_context(|| format!("opening {d}")),
     };
-    if md.file_type().is_symlink() {
-        bail!("{PIN_DIR} is a symlink: refusing to use it (remove it)");
-    }
-    if !md.is_dir() {
-        bail!("{PIN_DIR} is not a directory: refusing to use it (remove it)");
-    }
+    let md = f.metadata().with_context(|| format!("fstat {d}"))?;
     if md.uid() != 0 || md.mode() & 0o022 != 0 {
         bail!(
-            "{PIN_DIR} is owned by uid {} with mode {:o}: refusing it (it must be root's and not \
+            "{d} is owned by uid {} with mode {:o}: refusing it (it must be root's and not \
              writable by others; remove it)",
             md.uid(),
             md.mode() & 0o7777
         );
     }
-    Ok(())
+    Ok(Some(f))
 }
 
 /// What `sis_features` is in this build: a map from another build (a different type, key or
@@ -304,25 +349,48 @@ fn check_foreign(map: &MapHandle) -> Result<()> {
 }
 
 fn open_pinned() -> Result<MapHandle> {
-    // The pin sits in a root-only directory: for another user it is not missing but
-    // unreadable, and saying "no running scx_sisutil" would be wrong.
-    match Path::new(PIN_PATH).try_exists() {
-        Ok(true) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            bail!("reading or switching features needs root (the feature map is root-only)")
+    let map = open_pinned_at(Path::new(PIN_DIR))?;
+    check_foreign(&map)?;
+    Ok(map)
+}
+
+/// The feature map pinned in `dir`: the directory is checked first (a symlinked or foreign
+/// one is named as such, not reported as a missing map), then the map is opened through the
+/// checked directory's fd.
+fn open_pinned_at(dir: &Path) -> Result<MapHandle> {
+    let pin = dir.join("features");
+    let Some(fd) = open_dir_checked(dir).map_err(|e| {
+        // the pin sits in a root-only directory: for another user it is not missing but
+        // unreadable, and saying "no running scx_sisutil" would be wrong
+        if unsafe { libc::geteuid() } != 0 {
+            anyhow::anyhow!(
+                "reading or switching features needs root (the feature map is root-only)"
+            )
+        } else {
+            e
         }
-        _ => bail!("no running scx_sisutil found ({PIN_PATH} does not exist): start it with `sudo scx_sisutil`"),
+    })?
+    else {
+        bail!(
+            "no running scx_sisutil found ({} does not exist): start it with `sudo scx_sisutil`",
+            pin.display()
+        );
+    };
+    use std::os::fd::AsRawFd;
+    let via_fd = format!("/proc/self/fd/{}/features", fd.as_raw_fd());
+    if !Path::new(&via_fd).exists() {
+        bail!(
+            "no running scx_sisutil found ({} does not exist): start it with `sudo scx_sisutil`",
+            pin.display()
+        );
     }
-    check_pin_dir()?;
-    let map = MapHandle::from_pinned_path(PIN_PATH).with_context(|| {
+    MapHandle::from_pinned_path(&via_fd).with_context(|| {
         if unsafe { libc::geteuid() } != 0 {
             "reading or switching features needs root (the feature map is root-only)".to_string()
         } else {
-            format!("cannot open {PIN_PATH}")
+            format!("cannot open {}", pin.display())
         }
-    })?;
-    check_foreign(&map)?;
-    Ok(map)
+    })
 }
 
 pub fn read_live() -> Result<u64> {
@@ -395,19 +463,26 @@ fn other_layout(ops: &str) -> Option<String> {
 /// reading or writing it would report a state that nothing runs with.
 pub fn check_running() -> Result<()> {
     let sysfs = Path::new("/sys/kernel/sched_ext");
+    // a pin that is there belongs to no scheduler: say so; one that is not is not "left over"
+    let left = Path::new(PIN_PATH).exists();
     if !sysfs.exists() {
         bail!(
-            "no running scx_sisutil found: this kernel has no sched_ext, so {PIN_PATH} is left over \
-             (from a previous boot's bpffs? remove it)"
+            "no running scx_sisutil found: this kernel has no sched_ext{}",
+            if left {
+                format!(", so {PIN_PATH} is left over (from a previous boot's bpffs? remove it)")
+            } else {
+                String::new()
+            }
         );
     }
     let state = std::fs::read_to_string(sysfs.join("state")).unwrap_or_default();
     let ops = std::fs::read_to_string(sysfs.join("root/ops")).unwrap_or_default();
     if state.trim() != "enabled" || !ops.starts_with("sisutil_") {
         bail!(
-            "no running scx_sisutil found (sched_ext state '{}'{}; {PIN_PATH} is left over from an instance that was killed): start it with `sudo scx_sisutil`",
+            "no running scx_sisutil found (sched_ext state '{}'{}{}): start it with `sudo scx_sisutil`",
             state.trim(),
-            if ops.trim().is_empty() { String::new() } else { format!(", ops '{}'", ops.trim()) }
+            if ops.trim().is_empty() { String::new() } else { format!(", ops '{}'", ops.trim()) },
+            if left { format!("; {PIN_PATH} is left over from an instance that was killed") } else { String::new() }
         );
     }
     if let Some(line) = other_layout(&ops) {
@@ -484,6 +559,60 @@ pub fn features_main(names: &[String], preset: Option<Preset>, json: bool) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pin directory is checked through its fd: a symlink (even to a good directory),
+    /// a file, a directory of another user or one others can write are each named; the
+    /// feature map is not called missing when its directory is the problem.
+    #[test]
+    fn pin_dir_symlinked_or_foreign_is_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let p = |n: &str| t.path().join(n);
+        std::fs::create_dir(p("good")).unwrap();
+        std::fs::set_permissions(p("good"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(open_dir_checked(&p("good")).unwrap().is_some());
+        assert!(open_dir_checked(&p("missing")).unwrap().is_none());
+        std::os::unix::fs::symlink(p("good"), p("link")).unwrap();
+        std::fs::write(p("file"), "").unwrap();
+        std::fs::create_dir(p("foreign")).unwrap();
+        std::os::unix::fs::chown(p("foreign"), Some(65534), Some(65534)).unwrap();
+        std::fs::create_dir(p("open")).unwrap();
+        std::fs::set_permissions(p("open"), std::fs::Permissions::from_mode(0o777)).unwrap();
+        for (dir, want) in [
+            ("link", "is a symlink"),
+            ("file", "is not a directory"),
+            ("foreign", "owned by uid 65534"),
+            ("open", "mode 777"),
+        ] {
+            let e = format!("{:#}", open_dir_checked(&p(dir)).unwrap_err());
+            assert!(e.contains(want), "{dir}: {e}");
+            // features' own path: the directory is named, not "does not exist"
+            let e = format!("{:#}", open_pinned_at(&p(dir)).unwrap_err());
+            assert!(
+                e.contains(want) && !e.contains("does not exist"),
+                "{dir}: {e}"
+            );
+            // and the loader's: nothing made, nothing chmodded through it
+            assert!(prepare_dir_at(&p(dir)).is_err(), "{dir}");
+        }
+        let mode = |n: &str| {
+            std::fs::symlink_metadata(p(n))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode("open"), 0o777);
+        let e = format!("{:#}", open_pinned_at(&p("good")).unwrap_err());
+        assert!(e.contains("good/features does not exist"), "{e}");
+        // the loader makes a missing one and closes an existing 0755 one through its fd
+        prepare_dir_at(&p("new")).unwrap();
+        assert_eq!(mode("new"), 0o700);
+        std::fs::create_dir(p("wide")).unwrap();
+        std::fs::set_permissions(p("wide"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        prepare_dir_at(&p("wide")).unwrap();
+        assert_eq!(mode("wide"), 0o700);
+    }
 
     #[test]
     fn presets_patched_and_vanilla() {

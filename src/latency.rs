@@ -129,9 +129,11 @@ fn finish(l: &mut Level, sum_ns: u64, max_ns: u64) {
     } else {
         0.0
     };
-    l.p50_us = us(quantile(&l.buckets, 0.50));
-    l.p99_us = us(quantile(&l.buckets, 0.99));
-    l.p999_us = us(quantile(&l.buckets, 0.999));
+    // a bucket's upper end can pass the exact longest wait: no quantile above it
+    let q = |p: f64| us(quantile(&l.buckets, p).min(max_ns));
+    l.p50_us = q(0.50);
+    l.p99_us = q(0.99);
+    l.p999_us = q(0.999);
     l.max_us = us(max_ns);
 }
 
@@ -393,9 +395,37 @@ mod tests {
         );
         // quantiles are bucket upper ends: at most the upper end of the max's bucket
         let max_hi = us(bucket_hi(bucket_of((l.max_us * 1000.0).round() as u64)) - 1);
-        assert!(l.p50_us <= l.p99_us && l.p99_us <= max_hi, "{l:?}");
+        assert!(
+            l.p50_us <= l.p99_us && l.p99_us <= max_hi && l.p999_us <= l.max_us,
+            "{l:?}"
+        );
         assert!(l.max_us < t0.elapsed().as_secs_f64() * 1e6, "{l:?}");
         assert!(rep.all.count >= l.count);
+    }
+
+    /// One wait of 1000 ns: its bucket ends at 1023 ns, but no quantile passes the exact
+    /// longest wait.
+    #[test]
+    fn quantiles_clamped_to_the_max() {
+        let mut l = Level {
+            buckets: vec![0; NR_BUCKETS],
+            count: 1,
+            ..Default::default()
+        };
+        l.buckets[bucket_of(1000)] = 1;
+        assert!(quantile(&l.buckets, 0.5) > 1000);
+        finish(&mut l, 1000, 1000);
+        assert_eq!(
+            (l.p50_us, l.p99_us, l.p999_us, l.max_us),
+            (1.0, 1.0, 1.0, 1.0)
+        );
+        // below the max, quantiles stay the bucket upper ends
+        l.buckets[bucket_of(1_000_000)] = 1;
+        l.buckets[bucket_of(1000)] = 99;
+        l.count = 100;
+        finish(&mut l, 0, 1_000_000);
+        assert_eq!(l.p50_us, us(quantile(&l.buckets, 0.5)));
+        assert_eq!(l.p999_us, 1000.0);
     }
 
     #[test]

@@ -211,14 +211,8 @@ pub fn verified_insns(skel: &BpfSkel<'_>) -> String {
 }
 
 pub fn pin_features(skel: &mut BpfSkel<'_>) -> Result<()> {
-    features::check_pin_dir()?;
-    std::fs::create_dir_all(features::PIN_DIR).with_context(|| {
-        format!(
-            "creating {} (is bpffs mounted on /sys/fs/bpf?)",
-            features::PIN_DIR
-        )
-    })?;
-    let _ = std::fs::set_permissions(features::PIN_DIR, std::fs::Permissions::from_mode(0o700));
+    // made if missing, checked and chmod 0700 through its fd (no symlink followed)
+    let _dir = features::prepare_pin_dir()?;
     // a pin left by an instance that was killed
     let _ = std::fs::remove_file(features::PIN_PATH);
     skel.maps

@@ -75,6 +75,9 @@ pub struct Cli {
     cmd: Option<Cmd>,
     #[command(flatten)]
     run: RunOpts,
+    /// More output (-vv: libbpf debug); accepted by every subcommand
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
 }
 
 #[derive(Subcommand, Debug)]
@@ -159,8 +162,8 @@ pub struct RunOpts {
     /// Print the version with its build id and exit
     #[arg(short = 'V', long)]
     pub version: bool,
-    /// More output (-vv: libbpf debug)
-    #[arg(short, long, action = clap::ArgAction::Count)]
+    /// -v / -vv (the global option; set from it)
+    #[arg(skip)]
     pub verbose: u8,
     #[command(flatten, next_help_heading = "Libbpf options")]
     pub libbpf: scx_utils::libbpf_clap_opts::LibbpfOpts,
@@ -231,11 +234,7 @@ fn run(opts: RunOpts) -> Result<()> {
         return stats::help_stats(opts.json);
     }
     if let Some(secs) = opts.monitor {
-        let mopts = stats::MonitorOpts {
-            interval: secs,
-            count: None,
-            json: false,
-        };
+        let mopts = stats::MonitorOpts::every(secs);
         let s = shutdown_flag()?;
         return stats::monitor(&mopts, &|| s.load(Ordering::Relaxed));
     }
@@ -246,11 +245,7 @@ fn run(opts: RunOpts) -> Result<()> {
 
     if let Some(secs) = opts.stats {
         let s = shutdown.clone();
-        let mopts = stats::MonitorOpts {
-            interval: secs,
-            count: None,
-            json: false,
-        };
+        let mopts = stats::MonitorOpts::every(secs);
         std::thread::spawn(move || {
             if let Err(e) = stats::monitor(&mopts, &|| s.load(Ordering::Relaxed)) {
                 log::warn!("stats monitor: {e:#}");
@@ -278,14 +273,11 @@ fn run(opts: RunOpts) -> Result<()> {
 
 fn main() {
     let cli = Cli::parse();
-    let verbose = match &cli.cmd {
-        Some(Cmd::Run(o)) => o.verbose,
-        _ => cli.run.verbose,
-    };
+    let verbose = cli.verbose;
     init_log(verbose);
     let res = match cli.cmd {
-        None => run(cli.run),
-        Some(Cmd::Run(o)) => run(o),
+        None => run(RunOpts { verbose, ..cli.run }),
+        Some(Cmd::Run(o)) => run(RunOpts { verbose, ..o }),
         Some(Cmd::Monitor(o)) => {
             shutdown_flag().and_then(|s| stats::monitor(&o, &|| s.load(Ordering::Relaxed)))
         }
@@ -306,5 +298,38 @@ fn main() {
     if let Err(e) = res {
         eprintln!("scx_sisutil: error: {e:#}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// -v after any subcommand (and alone), counted once per v.
+    #[test]
+    fn verbose_accepted_by_every_subcommand() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("scx_sisutil").chain(args.iter().copied()))
+                .map(|c| c.verbose)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(parse(&["-vv"]), Ok(2));
+        assert_eq!(parse(&["run", "-v"]), Ok(1));
+        for sub in [
+            &["monitor"][..],
+            &["features"],
+            &["ab", "--a", "SIS_UTIL", "--b", "NO_SIS_UTIL", "--", "true"],
+            &["calibrate"],
+            &["scan-table", "--llc-weight", "8"],
+            &["latency"],
+            &["placement-cost"],
+            &["presets"],
+        ] {
+            let mut after = sub.to_vec();
+            after.insert(1, "-v");
+            assert_eq!(parse(&after), Ok(1), "{after:?}");
+            after.insert(1, "-v");
+            assert_eq!(parse(&after), Ok(2), "{after:?}");
+        }
     }
 }

@@ -7,7 +7,9 @@ use scx_stats::prelude::*;
 use scx_stats_derive::{stat_doc, Stats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::bpf_intf as bi;
@@ -483,12 +485,182 @@ pub struct MonitorOpts {
     /// Seconds between reports
     #[arg(long, default_value_t = 1.0, value_parser = parse_interval)]
     pub interval: f64,
-    /// Stop after N reports (default: until interrupted)
-    #[arg(long)]
+    /// Stop after N reports (1.., default: until interrupted)
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
     /// One JSON object per interval instead of the table
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub conn: StatsConnOpts,
+}
+
+impl MonitorOpts {
+    /// The table every `secs` seconds until interrupted, from the default socket.
+    pub fn every(secs: f64) -> Self {
+        MonitorOpts {
+            interval: secs,
+            count: None,
+            json: false,
+            conn: StatsConnOpts::default(),
+        }
+    }
+}
+
+/// The stats socket of the running scx scheduler (scx_stats' default path).
+pub const STATS_SOCKET: &str = "/var/run/scx/root/stats";
+/// How long a client waits for one answer of the stats server by default, seconds.
+pub const ANSWER_WAIT_S: f64 = 30.0;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct StatsConnOpts {
+    /// The stats server's socket
+    #[arg(long, value_name = "PATH", default_value = STATS_SOCKET)]
+    pub stats_socket: PathBuf,
+    /// Longest wait for one answer of the stats server, seconds (1..=3600): a busy machine
+    /// answers late (one line says so when it does); no answer by then is an error
+    #[arg(long, value_name = "SECS", default_value_t = ANSWER_WAIT_S,
+          value_parser = |s: &str| parse_secs(s, "--stats-timeout", 1.0, 3600.0))]
+    pub stats_timeout: f64,
+}
+
+impl Default for StatsConnOpts {
+    fn default() -> Self {
+        StatsConnOpts {
+            stats_socket: PathBuf::from(STATS_SOCKET),
+            stats_timeout: ANSWER_WAIT_S,
+        }
+    }
+}
+
+/// Why a stats request failed: the server went away (a restart: connect again), did not
+/// answer within the wait, or answered something that is not a stats report.
+#[derive(Debug)]
+pub enum StatsError {
+    Closed,
+    NoAnswer(Duration),
+    Garbled(String),
+}
+
+impl std::fmt::Display for StatsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StatsError::Closed => write!(f, "the stats server closed the connection"),
+            StatsError::NoAnswer(d) => write!(
+                f,
+                "no answer from the stats server in {:.1} s (--stats-timeout)",
+                d.as_secs_f64()
+            ),
+            StatsError::Garbled(why) => write!(
+                f,
+                "the stats server answered something that is not scx_sisutil's statistics ({why})"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StatsError {}
+
+/// Longest answer line read (a server that streams without a newline is not ours).
+const MAX_ANSWER: usize = 64 << 20;
+
+/// One connection to a stats server (scx_stats' protocol: a JSON request per line, a JSON
+/// response per line; every "stats" request on a connection answers the counters since the
+/// previous one). Unlike scx_stats' client, a read that times out is retried on the same
+/// connection, where the late answer arrives, up to `wait` in all: a new connection would
+/// open a new delta window and a new request would read the old answer.
+pub struct StatsConn {
+    stream: UnixStream,
+    reader: BufReader<UnixStream>,
+    wait: Duration,
+    /// who prints the line that says it is waiting ("monitor", "ab")
+    who: &'static str,
+    said: bool,
+}
+
+impl StatsConn {
+    pub fn connect(opts: &StatsConnOpts, who: &'static str) -> std::io::Result<Self> {
+        let stream = UnixStream::connect(&opts.stats_socket)?;
+        let wait = Duration::from_secs_f64(opts.stats_timeout);
+        // a few reads per wait: the line about a late answer comes before the end of it
+        let step = (wait / 3).clamp(Duration::from_millis(100), Duration::from_secs(5));
+        stream.set_read_timeout(Some(step))?;
+        stream.set_write_timeout(Some(wait))?;
+        let reader = BufReader::new(stream.try_clone()?);
+        Ok(StatsConn {
+            stream,
+            reader,
+            wait,
+            who,
+            said: false,
+        })
+    }
+
+    /// One "stats" request: the report, as JSON.
+    pub fn request(&mut self) -> std::result::Result<serde_json::Value, StatsError> {
+        let req = serde_json::to_string(&StatsRequest::new("stats", vec![]))
+            .map_err(|e| StatsError::Garbled(e.to_string()))?
+            + "\n";
+        self.stream
+            .write_all(req.as_bytes())
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                    StatsError::NoAnswer(self.wait)
+                }
+                _ => StatsError::Closed,
+            })?;
+        let start = Instant::now();
+        let mut line = vec![];
+        loop {
+            let room = (MAX_ANSWER - line.len()) as u64;
+            match (&mut self.reader).take(room).read_until(b'\n', &mut line) {
+                Ok(0) if line.is_empty() => return Err(StatsError::Closed),
+                Ok(_) if line.ends_with(b"\n") => break,
+                Ok(_) if line.len() >= MAX_ANSWER => {
+                    return Err(StatsError::Garbled(format!(
+                        "no end of line in {MAX_ANSWER} bytes"
+                    )))
+                }
+                // the connection closed in the middle of a line
+                Ok(_) => return Err(StatsError::Closed),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    let waited = start.elapsed();
+                    if waited >= self.wait {
+                        return Err(StatsError::NoAnswer(self.wait));
+                    }
+                    if !self.said {
+                        eprintln!(
+                            "{}: the stats server has not answered in {:.1} s (a busy machine?): waiting up to {:.0} s",
+                            self.who,
+                            waited.as_secs_f64(),
+                            self.wait.as_secs_f64()
+                        );
+                        self.said = true;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Err(StatsError::Closed),
+            }
+        }
+        let text = String::from_utf8_lossy(&line);
+        let short: String = text.trim().chars().take(80).collect();
+        let mut resp: StatsResponse = serde_json::from_str(&text)
+            .map_err(|e| StatsError::Garbled(format!("{e}: '{short}'")))?;
+        let v = resp.args.remove("resp").unwrap_or(serde_json::Value::Null);
+        if resp.errno != 0 {
+            return Err(StatsError::Garbled(format!(
+                "errno {}: {}",
+                resp.errno,
+                v.to_string().chars().take(80).collect::<String>()
+            )));
+        }
+        Ok(v)
+    }
 }
 
 pub fn parse_interval(s: &str) -> std::result::Result<f64, String> {
@@ -530,51 +702,54 @@ fn sleep_unless(shutdown: &dyn Fn() -> bool, d: Duration) {
 
 /// Connect to the running scheduler's stats socket, waiting while none runs (backing off
 /// from RETRY_FIRST to RETRY_MAX between attempts).
-fn connect(shutdown: &dyn Fn() -> bool) -> Result<Option<StatsClient>> {
+fn connect(opts: &StatsConnOpts, shutdown: &dyn Fn() -> bool) -> Result<Option<StatsConn>> {
     let mut said = false;
     let mut wait = RETRY_FIRST;
     loop {
         if shutdown() {
             return Ok(None);
         }
-        match StatsClient::new().connect(Some(5000)) {
+        match StatsConn::connect(opts, "monitor") {
             Ok(c) => return Ok(Some(c)),
             Err(e) => {
-                match e.downcast_ref::<std::io::Error>().map(|e| e.kind()) {
-                    Some(std::io::ErrorKind::NotFound)
-                    | Some(std::io::ErrorKind::ConnectionRefused) => {
+                match e.kind() {
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
                         if !said {
-                            eprintln!("waiting for scx_sisutil to start (no stats socket at /var/run/scx/root/stats)...");
+                            eprintln!(
+                                "waiting for scx_sisutil to start (no stats socket at {})...",
+                                opts.stats_socket.display()
+                            );
                             said = true;
                         }
                         sleep_unless(shutdown, wait);
                         wait = next_wait(wait);
                     }
-                    Some(std::io::ErrorKind::PermissionDenied) => {
+                    std::io::ErrorKind::PermissionDenied => {
                         bail!("reading scx_sisutil statistics needs root (the stats socket is root-only)")
                     }
-                    _ => return Err(e),
+                    _ => bail!("connecting to {}: {e}", opts.stats_socket.display()),
                 }
             }
         }
     }
 }
 
-/// A client of the running scheduler's stats server, or one clear line why there is none.
-pub fn connect_once() -> Result<StatsClient> {
-    match StatsClient::new().connect(Some(5000)) {
+/// A connection to the running scheduler's stats server, or one clear line why there is none.
+pub fn connect_once(opts: &StatsConnOpts, who: &'static str) -> Result<StatsConn> {
+    let path = opts.stats_socket.display();
+    match StatsConn::connect(opts, who) {
         Ok(c) => {
             foreign_server()?;
             Ok(c)
         }
-        Err(e) => match e.downcast_ref::<std::io::Error>().map(|e| e.kind()) {
-            Some(std::io::ErrorKind::NotFound) | Some(std::io::ErrorKind::ConnectionRefused) => {
-                bail!("no running scx_sisutil (no stats socket at /var/run/scx/root/stats): start it with `sudo scx_sisutil`")
+        Err(e) => match e.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                bail!("no running scx_sisutil (no stats socket at {path}): start it with `sudo scx_sisutil`")
             }
-            Some(std::io::ErrorKind::PermissionDenied) => {
+            std::io::ErrorKind::PermissionDenied => {
                 bail!("reading scx_sisutil statistics needs root (the stats socket is root-only)")
             }
-            _ => Err(e),
+            _ => bail!("connecting to {path}: {e}"),
         },
     }
 }
@@ -590,17 +765,44 @@ fn foreign_server() -> Result<()> {
     Ok(())
 }
 
+/// One report from `client`: None when the server went away (connect again); an error,
+/// one line, when it did not answer in time or answered what is not a report.
+fn read_report(client: &mut StatsConn, path: &std::path::Path) -> Result<Option<Metrics>> {
+    let v = match client.request() {
+        Ok(v) => v,
+        Err(StatsError::Closed) => return Ok(None),
+        Err(e) => {
+            foreign_server()?;
+            bail!("{}: {e}", path.display());
+        }
+    };
+    match serde_json::from_value::<Metrics>(v) {
+        Ok(m) => Ok(Some(m)),
+        Err(e) => {
+            foreign_server()?;
+            bail!("{}: {}", path.display(), StatsError::Garbled(e.to_string()));
+        }
+    }
+}
+
+/// Print a report every interval. A server that goes away is waited for (one line says
+/// so); one that does not answer within --stats-timeout, or answers what is not a report,
+/// ends this with one line.
 pub fn monitor(opts: &MonitorOpts, shutdown: &dyn Fn() -> bool) -> Result<()> {
     let intv = Duration::from_secs_f64(opts.interval);
+    let path = opts.conn.stats_socket.as_path();
     let mut printed = 0u64;
+    let mut said_closed = false;
     'outer: while opts.count.is_none_or(|c| printed < c) {
-        let Some(mut client) = connect(shutdown)? else {
+        let Some(mut client) = connect(&opts.conn, shutdown)? else {
             break;
         };
         // the first request opens the delta window
-        if let Err(e) = client.request::<Metrics>("stats", vec![]) {
-            foreign_server()?;
-            log::debug!("stats request: {e:#}");
+        if read_report(&mut client, path)?.is_none() {
+            if !said_closed {
+                eprintln!("the stats server closed the connection at once; trying again...");
+                said_closed = true;
+            }
             sleep_unless(shutdown, RETRY_FIRST);
             continue;
         }
@@ -612,12 +814,9 @@ pub fn monitor(opts: &MonitorOpts, shutdown: &dyn Fn() -> bool) -> Result<()> {
                 }
                 std::thread::sleep(Duration::from_millis(20).min(intv));
             }
-            let m = match client.request::<Metrics>("stats", vec![]) {
-                Ok(m) => m,
-                Err(_) => {
-                    eprintln!("scx_sisutil went away; waiting for it to come back...");
-                    continue 'outer;
-                }
+            let Some(m) = read_report(&mut client, path)? else {
+                eprintln!("scx_sisutil went away; waiting for it to come back...");
+                continue 'outer;
             };
             if opts.json {
                 println!("{}", serde_json::to_string(&m)?);
@@ -896,6 +1095,123 @@ mod tests {
             line,
             "hits SIS_UTIL 0 SIS_PROP 0 SIS_CORE 0 WA_IDLE_PREV 0 WA_WEIGHT 7 TTWU_QUEUE_DESCHED 0 \
              NEWIDLE_SKIP_IPI 0 KICK_SKIP_REDUNDANT 0"
+        );
+    }
+
+    /// A fake stats server on a private socket: answers each request line with `answer`
+    /// after `delay` (None: reads requests and never answers).
+    fn fake_server(answer: Option<String>, delay: Duration) -> (tempfile::TempDir, StatsConnOpts) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stats");
+        let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(conn) = conn else { return };
+                let answer = answer.clone();
+                std::thread::spawn(move || {
+                    let mut w = conn.try_clone().unwrap();
+                    let mut r = BufReader::new(conn);
+                    let mut line = String::new();
+                    while r.read_line(&mut line).is_ok_and(|n| n > 0) {
+                        line.clear();
+                        std::thread::sleep(delay);
+                        if let Some(a) = &answer {
+                            if w.write_all(a.as_bytes()).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let opts = StatsConnOpts {
+            stats_socket: path,
+            stats_timeout: 1.5,
+        };
+        (dir, opts)
+    }
+
+    fn report_line() -> String {
+        let m = Metrics::new("SIS_UTIL".into(), &[([0; NR_STATS], 4, 0, 0)]);
+        let resp = serde_json::json!({"errno": 0, "args": {"resp": m}});
+        serde_json::to_string(&resp).unwrap() + "\n"
+    }
+
+    /// monitor against the fake server, in a thread: its result, or None when it has not
+    /// returned within `limit` (it hangs).
+    fn monitor_within(conn: StatsConnOpts, limit: Duration) -> Option<Result<()>> {
+        let opts = MonitorOpts {
+            interval: 0.05,
+            count: Some(1),
+            json: true,
+            conn,
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(monitor(&opts, &|| false));
+        });
+        rx.recv_timeout(limit).ok()
+    }
+
+    /// A server that never answers: monitor ends after --stats-timeout (1.5 s) with one
+    /// line, instead of hanging.
+    #[test]
+    fn monitor_gives_up_on_a_silent_server() {
+        let (_d, conn) = fake_server(None, Duration::ZERO);
+        let t = Instant::now();
+        let e = monitor_within(conn, Duration::from_secs(10))
+            .expect("monitor hangs on a server that never answers")
+            .unwrap_err();
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("no answer from the stats server in 1.5 s"),
+            "{e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    }
+
+    /// A server that answers what is not a report: one line, at once.
+    #[test]
+    fn monitor_names_a_garbled_server() {
+        for garbage in [
+            "hello\n",
+            "{\"errno\":0,\"args\":{\"resp\":{\"x\":1}}}\n",
+            "{\"errno\":22,\"args\":{\"resp\":\"bad\"}}\n",
+        ] {
+            let (_d, conn) = fake_server(Some(garbage.into()), Duration::ZERO);
+            let e = monitor_within(conn, Duration::from_secs(10))
+                .expect("monitor hangs on a garbled server")
+                .unwrap_err();
+            let e = format!("{e:#}");
+            assert!(e.contains("not scx_sisutil's statistics"), "{garbage}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+    }
+
+    /// A server that answers late (0.8 s, past the first 0.5 s read): the read is retried on
+    /// the same connection and the report printed; the same through the client ab uses.
+    #[test]
+    fn late_answers_are_waited_for() {
+        let (_d, conn) = fake_server(Some(report_line()), Duration::from_millis(800));
+        monitor_within(conn.clone(), Duration::from_secs(10))
+            .expect("monitor hangs")
+            .expect("monitor gives up on a late answer");
+        let mut c = StatsConn::connect(&conn, "test").unwrap();
+        for _ in 0..2 {
+            let v = c.request().expect("a late answer");
+            assert_eq!(v["features"], "SIS_UTIL");
+        }
+    }
+
+    #[test]
+    fn monitor_count_0_is_refused() {
+        use clap::Parser;
+        let e = crate::Cli::try_parse_from(["scx_sisutil", "monitor", "--count", "0"]).unwrap_err();
+        assert!(e.to_string().contains("--count"), "{e}");
+        assert!(crate::Cli::try_parse_from(["scx_sisutil", "monitor", "--count", "1"]).is_ok());
+        assert!(
+            crate::Cli::try_parse_from(["scx_sisutil", "monitor", "--stats-timeout", "0"]).is_err()
         );
     }
 

@@ -103,12 +103,66 @@ fn placement_cost_bad_input() {
         &["--llc-sizes", "8,x"],
         &["--placements", "5"],
         &["--plot", ""],
+        // --plot is checked before measuring: nothing measured, one line
+        &["--plot", "/nonexistent/x.png"],
+        &["--plot", "x.txt"],
+        &["--plot", "/tmp"],
+        &["--loader", "--plot", "/tmp/x.png"],
     ] {
         let o = run(args);
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!o.status.success(), "{args:?} accepted");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(
+            !err.contains("placement-cost: ["),
+            "{args:?} measured first: {err}"
+        );
         let lines: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
         assert_eq!(lines.len(), 1, "{args:?}: {err}");
     }
+}
+
+/// Ctrl-C ends a long measurement within a second: a run of 8,388,608 placements on a
+/// 512-CPU LLC scanned whole (~7 µs each here: ~60 s as one BPF_PROG_TEST_RUN, which no
+/// signal interrupts) is split into test runs of ~0.25 s. Margin: SIGINT 0.5 s into the
+/// run, exit within 1 s of it (4 test runs' worth).
+#[test]
+fn placement_cost_ctrl_c_within_a_second() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_scx_sisutil"))
+        .args([
+            "placement-cost",
+            "--llc-sizes",
+            "512",
+            "--busy",
+            "100",
+            "--policies",
+            "unbounded",
+            "--runs",
+            "1",
+            "--placements",
+            "8388608",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running scx_sisutil");
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("placement-cost: [1/1]"), "{line}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "ended before SIGINT");
+    let t = Instant::now();
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(1) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running 1 s after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!("exited {:?} after SIGINT", t.elapsed());
 }

@@ -161,12 +161,16 @@ ok "unbounded scan: $r_none CPUs per domain search vs $r_util with SIS_UTIL"
 
 # --- ab: two feature sets, ABBA, live; the original features come back -------------------
 before=$(scx_sisutil features | awk '{ print $1, $2 }')
-timeout 300 scx_sisutil ab --a NO_SIS_UTIL --b SIS_UTIL --rounds 4 --settle 0.2 --json \
+# 8 rounds: the fewest at which the rank test can call a difference (fewer are refused)
+scx_sisutil ab --a NO_SIS_UTIL --b SIS_UTIL --rounds 6 -- true 2>/tmp/ab6.err &&
+  fail "ab accepted 6 rounds"
+grep -q "cannot show a difference at 5 %" /tmp/ab6.err || { cat /tmp/ab6.err; fail "ab --rounds 6: $(cat /tmp/ab6.err)"; }
+timeout 300 scx_sisutil ab --a NO_SIS_UTIL --b SIS_UTIL --rounds 8 --settle 0.2 --json \
   -- hackbench -g 1 -l 10 > /tmp/ab.json 2>/tmp/ab.err || { cat /tmp/ab.err; fail "ab exited non-zero"; }
-for k in a b rounds a_median b_median diff_pct ci95_low ci95_high verdict; do
+for k in a b rounds a_median b_median diff_pct p_value verdict; do
   jq -e "has(\"$k\")" /tmp/ab.json > /dev/null || fail "ab --json lacks $k"
 done
-expect_eq "ab rounds per side A" "$(jq '[.per_round[] | select(.side == "a")] | length' /tmp/ab.json)" 2
+expect_eq "ab rounds per side A" "$(jq '[.per_round[] | select(.side == "a")] | length' /tmp/ab.json)" 4
 jq -e '.a_features | test("NO_SIS_UTIL")' /tmp/ab.json > /dev/null && jq -e '.b_features | test("(^| )SIS_UTIL")' /tmp/ab.json > /dev/null ||
   fail "ab sides: $(jq -c '[.a_features, .b_features]' /tmp/ab.json)"
 [ "$(scx_sisutil features | awk '{ print $1, $2 }')" = "$before" ] || fail "ab did not restore the features"

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! The tools' command lines as a user types them, on a host without a running scheduler:
+//! what can be refused before a scheduler is looked for is refused first, in one line.
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> (bool, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_scx_sisutil"))
+        .args(args)
+        .output()
+        .expect("running scx_sisutil");
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A typo in a side, --better without --metric and too few rounds are named as such, not
+/// as a missing scheduler (there is none here).
+#[test]
+fn ab_refuses_bad_input_before_looking_for_a_scheduler() {
+    for (args, want) in [
+        (
+            &["--a", "SIS_UTIL", "--b", "NO_SIS_UTIL,BOGUS"][..],
+            "unknown feature 'BOGUS'",
+        ),
+        (
+            &["--a", "BOGUS", "--b", "SIS_UTIL"],
+            "unknown feature 'BOGUS'",
+        ),
+        (
+            &[
+                "--a",
+                "SIS_UTIL",
+                "--b",
+                "NO_SIS_UTIL",
+                "--better",
+                "higher",
+            ],
+            "--better needs --metric",
+        ),
+        (
+            &["--a", "SIS_UTIL", "--b", "NO_SIS_UTIL", "--rounds", "4"],
+            "cannot show a difference at 5 %",
+        ),
+    ] {
+        let mut a = vec!["ab"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["--", "true"]);
+        let (ok, err) = run(&a);
+        assert!(!ok, "{a:?} accepted");
+        assert!(err.contains(want), "{a:?}: {err}");
+        assert!(!err.contains("no running scx_sisutil"), "{a:?}: {err}");
+        assert!(!err.contains("panicked"), "{a:?}: {err}");
+    }
+}
+
+/// --plot is checked before anything is measured or looked for.
+#[test]
+fn calibrate_checks_plot_first() {
+    for p in ["/nonexistent/x.png", "x.txt"] {
+        let (ok, err) = run(&["calibrate", "--plot", p]);
+        assert!(!ok);
+        assert!(err.contains("--plot"), "{p}: {err}");
+        assert_eq!(err.lines().count(), 1, "{p}: {err}");
+    }
+}
