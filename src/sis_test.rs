@@ -73,8 +73,6 @@ fn run_bpf(bpf: &mut Bpf, m: &Machine, llc_ids: &[usize], w: &Wakeup) -> Outcome
         wakee_flips: w.wakee_flips,
         hz: w.hz as u32,
         jiffies: w.jiffies,
-        clock: w.clock,
-        clock_step: w.clock_step,
         waker_load: w.waker_load,
         wakee_load: w.wakee_load,
         imbalance_pct: w.imbalance_pct,
@@ -421,8 +419,6 @@ fn random_state(rng: &mut StdRng, m: &Machine, features: u64) -> Wakeup {
         wakee_flips: flips(rng),
         hz,
         jiffies,
-        clock: rng.gen_range(0..1u64 << 40),
-        clock_step: rng.gen_range(0..20_000),
         waker_load: rng.gen_range(0..=1024),
         wakee_load: rng.gen_range(0..=1024),
         imbalance_pct: [117, 125][rng.gen_range(0..2)],
@@ -706,8 +702,6 @@ fn base(desc: &TopoDesc, features: u64, this: usize, prev: usize, idle: &[usize]
         wakee_flips: 0,
         hz: 250,
         jiffies: 1000,
-        clock: 1_000_000,
-        clock_step: 0,
         waker_load: 0,
         wakee_load: 0,
         imbalance_pct: 117,
@@ -1052,7 +1046,6 @@ fn hand_cases() -> Vec<Case> {
                 w.wake_avg_idle = 8000;
                 w.wake_stamp = 997;
                 w.avg_scan_cost = 1000;
-                w.clock_step = 5000;
             }),
             cpu: 2,
             recent: 2,
@@ -1069,20 +1062,20 @@ fn hand_cases() -> Vec<Case> {
             waker: None,
         },
         Case {
-            // same depth, 4 idle: 3, 4 probed. time 5000: wake_avg_idle
-            // 1000 - 1000 = 0; avg_scan_cost 1000 + 4000 / 8 = 1500.
+            // same depth, 4 idle: 3, 4 probed. time = 2 probes * SIS_PROP_PROBE_NS
+            // (10) = 20: wake_avg_idle 1000 - 20 = 980; avg_scan_cost 1000 +
+            // (20 - 1000) / 8 = 1000 - 122 = 878.
             what: "SIS_PROP: a scan that found a CPU is accounted",
             desc: flat8(),
             w: with(base(&flat8(), F_SIS_PROP, 2, 2, &[4]), &|w| {
                 w.wake_avg_idle = 8000;
                 w.wake_stamp = 997;
                 w.avg_scan_cost = 1000;
-                w.clock_step = 5000;
             }),
             cpu: 4,
             recent: 2,
             counters: &[(SEARCH, 1), (SCANNED, 3), (DOM_SEARCH, 1), (DOM_SCANNED, 2)],
-            prop: Some((0, 1000, 1500)),
+            prop: Some((980, 1000, 878)),
             waker: None,
         },
         Case {

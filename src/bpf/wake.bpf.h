@@ -55,12 +55,6 @@ static __always_inline u64 sis_jiffies(struct sis_ctx *c)
 	return bpf_jiffies64();
 }
 
-/* cpu_clock(this_cpu) */
-static __always_inline u64 sis_clock(struct sis_ctx *c)
-{
-	return bpf_ktime_get_ns();
-}
-
 static __always_inline u32 sis_hz(void)
 {
 	return CONFIG_HZ > 0 ? CONFIG_HZ : 250;
