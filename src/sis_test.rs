@@ -1167,3 +1167,49 @@ fn sis_harness_bitmaps_and_outputs() {
     assert_eq!(got.recent, 128);
     assert_eq!(got, sis_model::select_task_rq_fair(&mach, &w, false));
 }
+
+/// One step of idle.bpf.h on cpu_ctxs[cpu]: `enter` is ops.update_idle(cpu, true), else a
+/// claim or the CPU's exit; the period's length it returned, and (idle_start, idle_ns).
+fn idle_step(bpf: &mut Bpf, cpu: usize, enter: bool, now: u64) -> (u64, (u64, u64)) {
+    let bss = bpf.skel.maps.bss_data.as_mut().expect("bss mmapped");
+    bss.idle_test_op = (!enter) as u32;
+    bss.idle_test_cpu = cpu as u32;
+    bss.idle_test_now = now;
+    bss.idle_test_ret = u64::MAX;
+    let ret = bpf
+        .skel
+        .progs
+        .idle_test
+        .test_run(ProgramInput::default())
+        .expect("BPF_PROG_TEST_RUN")
+        .return_value;
+    assert_eq!(ret, 0);
+    let bss = bpf.skel.maps.bss_data.as_ref().expect("bss mmapped");
+    let c = &bss.cpu_ctxs[cpu];
+    (bss.idle_test_ret, (c.idle_start, c.idle_ns))
+}
+
+/// The idle time a claimed CPU stops accumulating at the claim: the claim closes the period
+/// once (the CPU's own exit later adds nothing), a second idle entry does not move an open
+/// period's start, and the next period adds to the total.
+#[test]
+fn idle_claim_closes_the_period_once() {
+    let mut obj = MaybeUninit::uninit();
+    let mut bpf = Bpf::load(&mut obj);
+    let cpu = 3;
+    {
+        let bss = bpf.skel.maps.bss_data.as_mut().expect("bss mmapped");
+        bss.cpu_ctxs[cpu].idle_start = 0;
+        bss.cpu_ctxs[cpu].idle_ns = 1_000;
+    }
+    // goes idle at 10_000; update_idle(true) again at 12_000 keeps the start
+    assert_eq!(idle_step(&mut bpf, cpu, true, 10_000), (0, (10_000, 1_000)));
+    assert_eq!(idle_step(&mut bpf, cpu, true, 12_000), (0, (10_000, 1_000)));
+    // a wake-up claims it at 15_000: 5_000 of idle time, the period closed
+    assert_eq!(idle_step(&mut bpf, cpu, false, 15_000), (5_000, (0, 6_000)));
+    // the CPU switches to the wakee at 40_000: busy since the claim, nothing added
+    assert_eq!(idle_step(&mut bpf, cpu, false, 40_000), (0, (0, 6_000)));
+    // the next period, closed by the CPU's own exit
+    assert_eq!(idle_step(&mut bpf, cpu, true, 50_000), (0, (50_000, 6_000)));
+    assert_eq!(idle_step(&mut bpf, cpu, false, 53_000), (3_000, (0, 9_000)));
+}
