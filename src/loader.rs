@@ -76,6 +76,29 @@ pub fn intf_slice<T, U>(s: &mut [T]) -> &mut [U] {
     unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut U, s.len()) }
 }
 
+/// A CPU's idle time up to `now` from its two words, read while BPF writes them
+/// (src/bpf/idle.bpf.h): a period is open while `idle_start` is set; BPF closes it by
+/// clearing `idle_start` FIRST and adding its length to `idle_ns` after. So `idle_ns` is read
+/// first: when `idle_start` then still reads set, that period's add had not happened at the
+/// first read either, and a period is never counted both open and in `idle_ns`. A period
+/// closed around the reads (cleared, not yet added, or added after the `idle_ns` read) is
+/// counted by the next interval's read instead: never twice.
+pub fn idle_total(
+    mut idle_ns: impl FnMut() -> u64,
+    mut idle_start: impl FnMut() -> u64,
+    now: u64,
+) -> u64 {
+    let ns = idle_ns();
+    std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+    let start = idle_start();
+    let open = if start != 0 && now > start {
+        now - start
+    } else {
+        0
+    };
+    ns + open
+}
+
 /// The loader's per-interval work: one util sample per CPU, the per-LLC sum, SIS_UTIL's
 /// depth (update_idle_cpu_scan, done here because sched_ext tasks are not in the fair
 /// class's load balance), written to the BPF side's cpu_ctxs and llc_ctxs.
@@ -144,15 +167,12 @@ impl UtilUpdate {
             let mut sum = 0u64;
             for &cpu in cpus {
                 let cc = &mut cpu_ctxs[cpu];
-                // idle_start first: an idle period that ends in between is then counted once
-                let start = unsafe { std::ptr::read_volatile(&cc.idle_start) };
-                let idle_ns = unsafe { std::ptr::read_volatile(&cc.idle_ns) };
-                let open = if start != 0 && now > start {
-                    now - start
-                } else {
-                    0
-                };
-                let idle_total = idle_ns + open;
+                let idle_total = idle_total(
+                    // SAFETY: fields of the mmapped .bss, written concurrently by BPF
+                    || unsafe { std::ptr::read_volatile(&cc.idle_ns) },
+                    || unsafe { std::ptr::read_volatile(&cc.idle_start) },
+                    now,
+                );
                 let d_idle = idle_total.saturating_sub(self.prev_idle[cpu]).min(period);
                 self.prev_idle[cpu] = idle_total;
                 if first {
@@ -221,4 +241,49 @@ pub fn pin_features(skel: &mut BpfSkel<'_>) -> Result<()> {
         .with_context(|| format!("pinning {}", features::PIN_PATH))?;
     std::fs::set_permissions(features::PIN_PATH, std::fs::Permissions::from_mode(0o600))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::idle_total;
+    use std::cell::RefCell;
+
+    /// Every interleaving of the loader's two reads with BPF's close of a period (idle_exit
+    /// in idle.bpf.h: clear idle_start, then add the period to idle_ns), for a CPU idle
+    /// since 1_000 with 500 of earlier idle time, closed at 5_000, read at now = 6_000: the
+    /// total is the open view (500 + 5_000), the closed one (500 + 4_000) or the one not
+    /// yet added (500), never the period counted twice (500 + 4_000 + 5_000).
+    #[test]
+    fn idle_total_never_counts_a_period_twice() {
+        // the clear lands before read p1, the add before read p2 (2: after both reads)
+        for p1 in 0..=2 {
+            for p2 in p1..=2 {
+                let cpu = RefCell::new((500u64, 1_000u64, 0usize));
+                let read = |field: usize| {
+                    let mut c = cpu.borrow_mut();
+                    if c.2 == p1 {
+                        c.1 = 0;
+                    }
+                    if c.2 == p2 {
+                        c.0 = 4_500;
+                    }
+                    c.2 += 1;
+                    if field == 0 {
+                        c.0
+                    } else {
+                        c.1
+                    }
+                };
+                let t = idle_total(|| read(0), || read(1), 6_000);
+                assert!(
+                    [5_500, 4_500, 500].contains(&t),
+                    "clear before read {p1}, add before read {p2}: {t}"
+                );
+            }
+        }
+        // no writer: the open period counted; busy: idle_ns alone
+        assert_eq!(idle_total(|| 500, || 1_000, 6_000), 5_500);
+        assert_eq!(idle_total(|| 500, || 0, 6_000), 500);
+        assert_eq!(idle_total(|| 500, || 7_000, 6_000), 500);
+    }
 }

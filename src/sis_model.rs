@@ -152,9 +152,6 @@ pub struct Wakeup {
     pub wakee_flips: u32,
     pub hz: u64,
     pub jiffies: u64,
-    /// cpu_clock(this_cpu) at its first read; each later read is clock_step later
-    pub clock: u64,
-    pub clock_step: u64,
     /// task_h_load(current), task_h_load(p)
     pub waker_load: u64,
     pub wakee_load: u64,
@@ -207,7 +204,6 @@ struct Rq<'a> {
     domain_visits: Vec<usize>,
     /// named events of the decision, turned into counters at the end
     ev: BTreeMap<u32, u64>,
-    clock_reads: u64,
 }
 
 impl Rq<'_> {
@@ -228,11 +224,6 @@ impl Rq<'_> {
     }
     fn in_cpus_ptr(&self, cpu: usize) -> bool {
         self.w.allowed.contains(&cpu)
-    }
-    fn cpu_clock(&mut self) -> u64 {
-        let t = self.w.clock + self.w.clock_step * self.clock_reads;
-        self.clock_reads += 1;
-        t
     }
     fn llc(&self, cpu: usize) -> Option<usize> {
         self.m.llc_id.get(&cpu).copied()
@@ -405,7 +396,7 @@ impl Rq<'_> {
         let mut nr: i64 = i32::MAX as i64;
         let mut prop = false;
         let mut by_prop = false;
-        let mut time = 0u64;
+        let mut probes = 0u64;
 
         if has_idle_core {
             self.event(bi::sis_stat_STAT_CORE_SEARCH);
@@ -428,7 +419,6 @@ impl Rq<'_> {
             } else {
                 4
             };
-            time = self.cpu_clock();
             prop = true;
             by_prop = true;
         }
@@ -467,6 +457,7 @@ impl Rq<'_> {
                     return None;
                 }
                 // __select_idle_cpu()
+                probes += 1;
                 self.domain_visits.push(cpu);
                 if self.available_idle_cpu(cpu) {
                     idle_cpu = Some(cpu);
@@ -481,7 +472,8 @@ impl Rq<'_> {
         }
 
         if prop {
-            let t = self.cpu_clock() - time;
+            // time = cpu_clock(this) - time, in kernel units: a fixed cost per probe
+            let t = probes * bi::sis_consts_SIS_PROP_PROBE_NS as u64;
             self.w.wake_avg_idle -= self.w.wake_avg_idle.min(t);
             // update_avg(): avg += (sample - avg) / 8, signed
             let diff = t as i64 - self.w.avg_scan_cost as i64;
@@ -575,7 +567,6 @@ pub fn select_task_rq_fair(m: &Machine, w: &Wakeup, mutate: bool) -> Outcome {
         mutate,
         domain_visits: vec![],
         ev: BTreeMap::new(),
-        clock_reads: 0,
     };
     let cpu = rq.select_task_rq_fair();
 
@@ -631,8 +622,6 @@ mod tests {
             wakee_flips: 0,
             hz: 250,
             jiffies: 1000,
-            clock: 0,
-            clock_step: 0,
             waker_load: 0,
             wakee_load: 0,
             imbalance_pct: 117,

@@ -73,8 +73,6 @@ fn run_bpf(bpf: &mut Bpf, m: &Machine, llc_ids: &[usize], w: &Wakeup) -> Outcome
         wakee_flips: w.wakee_flips,
         hz: w.hz as u32,
         jiffies: w.jiffies,
-        clock: w.clock,
-        clock_step: w.clock_step,
         waker_load: w.waker_load,
         wakee_load: w.wakee_load,
         imbalance_pct: w.imbalance_pct,
@@ -421,8 +419,6 @@ fn random_state(rng: &mut StdRng, m: &Machine, features: u64) -> Wakeup {
         wakee_flips: flips(rng),
         hz,
         jiffies,
-        clock: rng.gen_range(0..1u64 << 40),
-        clock_step: rng.gen_range(0..20_000),
         waker_load: rng.gen_range(0..=1024),
         wakee_load: rng.gen_range(0..=1024),
         imbalance_pct: [117, 125][rng.gen_range(0..2)],
@@ -706,8 +702,6 @@ fn base(desc: &TopoDesc, features: u64, this: usize, prev: usize, idle: &[usize]
         wakee_flips: 0,
         hz: 250,
         jiffies: 1000,
-        clock: 1_000_000,
-        clock_step: 0,
         waker_load: 0,
         wakee_load: 0,
         imbalance_pct: 117,
@@ -1052,7 +1046,6 @@ fn hand_cases() -> Vec<Case> {
                 w.wake_avg_idle = 8000;
                 w.wake_stamp = 997;
                 w.avg_scan_cost = 1000;
-                w.clock_step = 5000;
             }),
             cpu: 2,
             recent: 2,
@@ -1069,20 +1062,20 @@ fn hand_cases() -> Vec<Case> {
             waker: None,
         },
         Case {
-            // same depth, 4 idle: 3, 4 probed. time 5000: wake_avg_idle
-            // 1000 - 1000 = 0; avg_scan_cost 1000 + 4000 / 8 = 1500.
+            // same depth, 4 idle: 3, 4 probed. time = 2 probes * SIS_PROP_PROBE_NS
+            // (10) = 20: wake_avg_idle 1000 - 20 = 980; avg_scan_cost 1000 +
+            // (20 - 1000) / 8 = 1000 - 122 = 878.
             what: "SIS_PROP: a scan that found a CPU is accounted",
             desc: flat8(),
             w: with(base(&flat8(), F_SIS_PROP, 2, 2, &[4]), &|w| {
                 w.wake_avg_idle = 8000;
                 w.wake_stamp = 997;
                 w.avg_scan_cost = 1000;
-                w.clock_step = 5000;
             }),
             cpu: 4,
             recent: 2,
             counters: &[(SEARCH, 1), (SCANNED, 3), (DOM_SEARCH, 1), (DOM_SCANNED, 2)],
-            prop: Some((0, 1000, 1500)),
+            prop: Some((980, 1000, 878)),
             waker: None,
         },
         Case {
@@ -1173,4 +1166,50 @@ fn sis_harness_bitmaps_and_outputs() {
     assert_eq!(got.cnt[DOM_SCANNED as usize], 2);
     assert_eq!(got.recent, 128);
     assert_eq!(got, sis_model::select_task_rq_fair(&mach, &w, false));
+}
+
+/// One step of idle.bpf.h on cpu_ctxs[cpu]: `enter` is ops.update_idle(cpu, true), else a
+/// claim or the CPU's exit; the period's length it returned, and (idle_start, idle_ns).
+fn idle_step(bpf: &mut Bpf, cpu: usize, enter: bool, now: u64) -> (u64, (u64, u64)) {
+    let bss = bpf.skel.maps.bss_data.as_mut().expect("bss mmapped");
+    bss.idle_test_op = (!enter) as u32;
+    bss.idle_test_cpu = cpu as u32;
+    bss.idle_test_now = now;
+    bss.idle_test_ret = u64::MAX;
+    let ret = bpf
+        .skel
+        .progs
+        .idle_test
+        .test_run(ProgramInput::default())
+        .expect("BPF_PROG_TEST_RUN")
+        .return_value;
+    assert_eq!(ret, 0);
+    let bss = bpf.skel.maps.bss_data.as_ref().expect("bss mmapped");
+    let c = &bss.cpu_ctxs[cpu];
+    (bss.idle_test_ret, (c.idle_start, c.idle_ns))
+}
+
+/// The idle time a claimed CPU stops accumulating at the claim: the claim closes the period
+/// once (the CPU's own exit later adds nothing), a second idle entry does not move an open
+/// period's start, and the next period adds to the total.
+#[test]
+fn idle_claim_closes_the_period_once() {
+    let mut obj = MaybeUninit::uninit();
+    let mut bpf = Bpf::load(&mut obj);
+    let cpu = 3;
+    {
+        let bss = bpf.skel.maps.bss_data.as_mut().expect("bss mmapped");
+        bss.cpu_ctxs[cpu].idle_start = 0;
+        bss.cpu_ctxs[cpu].idle_ns = 1_000;
+    }
+    // goes idle at 10_000; update_idle(true) again at 12_000 keeps the start
+    assert_eq!(idle_step(&mut bpf, cpu, true, 10_000), (0, (10_000, 1_000)));
+    assert_eq!(idle_step(&mut bpf, cpu, true, 12_000), (0, (10_000, 1_000)));
+    // a wake-up claims it at 15_000: 5_000 of idle time, the period closed
+    assert_eq!(idle_step(&mut bpf, cpu, false, 15_000), (5_000, (0, 6_000)));
+    // the CPU switches to the wakee at 40_000: busy since the claim, nothing added
+    assert_eq!(idle_step(&mut bpf, cpu, false, 40_000), (0, (0, 6_000)));
+    // the next period, closed by the CPU's own exit
+    assert_eq!(idle_step(&mut bpf, cpu, true, 50_000), (0, (50_000, 6_000)));
+    assert_eq!(idle_step(&mut bpf, cpu, false, 53_000), (3_000, (0, 9_000)));
 }

@@ -180,7 +180,7 @@ int placement_cost(void *ctx)
 	st.start = topo.llc_start[llc & (MAX_LLCS - 1)];
 	st.nr = topo.llc_nr[llc & (MAX_LLCS - 1)];
 	st.jiffies = bpf_jiffies64();
-	/* the host's clocks: SIS_PROP's avg_scan_cost is this host's real scan time */
+	/* the host's jiffies (SIS_PROP ages wake_avg_idle by them) */
 	synth_real_time = 1;
 
 	kick_llc_words_init();

@@ -32,6 +32,17 @@ enum sis_consts {
 	/* SIS_PROP (6.6 fair.c): sysctl_sched_migration_cost, the cap of avg_idle is 2x this */
 	SIS_PROP_MAX_IDLE_BALANCE_COST = 500000,
 	SIS_PROP_MIN_NR		= 4,
+	/*
+	 * SIS_PROP's scan cost in kernel units: ns charged per CPU probed by
+	 * select_idle_cpu() (sis_prop_account()), in place of the scan's own BPF
+	 * time, which pays sched_ext kfuncs per probe and, under emulation, runs
+	 * many times slower than the kernel's loop. Measured natively: the slope of
+	 * the unbounded full scan at 100 % busy, `scx_sisutil placement-cost
+	 * --llc-sizes 8,16,64,256 --busy 100 --policies unbounded` on the AMD EPYC
+	 * host of 2026-11-25: (2866.7 - 251.7) ns / (257 - 9) CPUs = 10.5 ns per
+	 * probe (64 CPUs: 10.9). docs/DESIGN.md, "SIS_PROP in kernel units".
+	 */
+	SIS_PROP_PROBE_NS	= 10,
 	/* wait histograms: log2 buckets, 4 per octave (vtime.bpf.h, waitlat.bpf.c) */
 	WAIT_NR_BUCKETS		= 256,
 	/* the latency tracer's nice levels: -20..19 */
@@ -300,8 +311,6 @@ struct sis_test_args {
 	u32 wakee_flips;	/* p->wakee_flips */
 	u32 hz;
 	u64 jiffies;
-	u64 clock;		/* cpu_clock(this_cpu) at the first read */
-	u64 clock_step;		/* ... and how much it advances at each later read */
 	u64 waker_load;		/* task_h_load(current) */
 	u64 wakee_load;		/* task_h_load(p) */
 	u64 imbalance_pct;	/* of a non-SMT domain */

@@ -295,16 +295,19 @@ static s64 sis_prop_nr(struct sis_ctx *c, s32 llc)
 /*
  * SIS_PROP's accounting after a scan that was not cut by !--nr: "Account
  * for the scan cost of wakeups against the average idle time."
+ *   time = cpu_clock(this) - time
  *   wake_avg_idle -= min(wake_avg_idle, time); update_avg(&avg_scan_cost, time)
+ * In kernel units: time is @probes __select_idle_cpu() calls at
+ * SIS_PROP_PROBE_NS each (intf.h), not this BPF scan's own clock, which under
+ * emulation and with sched_ext's kfuncs per probe is many times the kernel's.
  */
-static void sis_prop_account(struct sis_ctx *c)
+static void sis_prop_account(struct sis_ctx *c, u32 probes)
 {
 	struct cpu_ctx *this = sis_cpu_ctx(c->this_cpu);
-	u64 time;
+	u64 time = (u64)probes * SIS_PROP_PROBE_NS;
 
 	if (!this)
 		return;
-	time = sis_clock(c) - c->scan_start;
 	this->wake_avg_idle -= this->wake_avg_idle < time ? this->wake_avg_idle : time;
 	update_avg(&this->avg_scan_cost, time);
 }
@@ -356,7 +359,7 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 	s32 llc = sis_cpu_llc(target), idle_cpu = -1;
 	struct llc_ctx *lc = sis_llc_ctx(llc);
 	bool prop = false;
-	u32 i, start, nr_cpus, pos;
+	u32 i, start, nr_cpus, pos, probes = 0;
 	s64 nr = SIS_INT_MAX;
 
 	if (!lc)
@@ -372,7 +375,6 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 			return -1;
 		prop = true;
 		c->depth_hit = STAT_HIT_SIS_PROP;
-		c->scan_start = sis_clock(c);
 	}
 	if (sis_feat(c, FEAT_SIS_UTIL)) {
 		nr = sis_util_nr(lc);
@@ -418,6 +420,7 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 				return -1;
 			}
 			/* __select_idle_cpu() */
+			probes++;
 			if (sis_probe(c, cpu) && sis_take(c, cpu)) {
 				idle_cpu = cpu;
 				break;
@@ -434,7 +437,7 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 	}
 
 	if (prop)
-		sis_prop_account(c);
+		sis_prop_account(c, probes);
 	return idle_cpu;
 }
 

@@ -59,7 +59,6 @@ struct sis_ctx {
 	u64 waker_load;		/* task_h_load(current) */
 	u64 wakee_load;		/* task_h_load(p) */
 	u64 allowed[MAX_CPUS / 64];	/* p->cpus_ptr */
-	u64 scan_start;		/* SIS_PROP: cpu_clock(this) at scan start */
 	s32 calib_target;	/* calib.bpf.h: the scan's target, -1 no scan */
 	s32 __calib_pad;
 	s64 calib_nr;		/* calib.bpf.h: the scan's nr (depth + 1) */
@@ -110,13 +109,12 @@ static __always_inline bool sis_share_cache(s32 a, s32 b)
  *   sis_idle(c, cpu)        available_idle_cpu(): a read, no claim
  *   sis_claim(c, cpu)       take an idle CPU (test_and_clear)
  *   sis_nr_running(c, cpu)  cpu_rq(cpu)->nr_running
- *   sis_jiffies(c), sis_clock(c), sis_hz()   jiffies, cpu_clock(this_cpu), HZ
+ *   sis_jiffies(c), sis_hz()                 jiffies, HZ
  *   calib_idle_words(c, dst, nr)             the first nr words of the idle mask
  */
 static __always_inline bool sis_idle(struct sis_ctx *c, s32 cpu);
 static __always_inline bool sis_claim(struct sis_ctx *c, s32 cpu);
 static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu);
 static __always_inline u64 sis_jiffies(struct sis_ctx *c);
-static __always_inline u64 sis_clock(struct sis_ctx *c);
 static __always_inline u32 sis_hz(void);
 static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr);

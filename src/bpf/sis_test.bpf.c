@@ -10,6 +10,7 @@
  */
 #include "synth.bpf.h"
 #include "sis.bpf.h"
+#include "idle.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -40,9 +41,6 @@ int sis_test(struct sis_test_args *a)
 	c->wakee_load = a->wakee_load;
 	imbalance_pct = a->imbalance_pct;
 	synth_jiffies = a->jiffies;
-	synth_clock = a->clock;
-	synth_clock_step = a->clock_step;
-	synth_clock_reads = 0;
 	synth_hz = a->hz;
 
 	test_waker.last_wakee = a->waker_last_wakee;
@@ -69,5 +67,28 @@ SEC("syscall")
 int calib_test_flush(void *a)
 {
 	calib_flush(&test_ctx, test_ctx.wakee_id);
+	return 0;
+}
+
+/*
+ * The idle-time accounting (idle.bpf.h) on cpu_ctxs[idle_test_cpu], as the
+ * scheduler runs it: idle_test_op 0 is ops.update_idle(cpu, true) at
+ * idle_test_now, 1 a wake-up's claim or the CPU's exit at idle_test_now (the
+ * period's length in idle_test_ret).
+ */
+u32 idle_test_op, idle_test_cpu;
+u64 idle_test_now, idle_test_ret;
+
+SEC("syscall")
+int idle_test(void *a)
+{
+	struct cpu_ctx *cc = &cpu_ctxs[idle_test_cpu & (MAX_CPUS - 1)];
+
+	if (idle_test_op == 0) {
+		idle_enter(cc, idle_test_now);
+		idle_test_ret = 0;
+	} else {
+		idle_test_ret = idle_exit(cc, idle_test_now);
+	}
 	return 0;
 }

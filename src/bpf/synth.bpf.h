@@ -7,10 +7,9 @@
  * skeleton's .bss (topo, llc_ctxs, cpu_ctxs, nr_running, synth_idle) or
  * through a program's argument.
  *
- * Time is synthetic (synth_jiffies, synth_clock advancing by
- * synth_clock_step per read, synth_hz) unless synth_real_time is set:
- * then jiffies and cpu_clock are the host's and HZ is 250, so that SIS_PROP's
- * avg_scan_cost is this host's real scan time.
+ * Time is synthetic (synth_jiffies, synth_hz) unless synth_real_time is
+ * set: then jiffies are the host's and HZ is 250. (SIS_PROP's scan cost is
+ * counted in probes, not read from a clock: sis_prop_account().)
  */
 #pragma once
 
@@ -23,7 +22,7 @@
 u32 nr_running[MAX_CPUS];
 /* the idle mask */
 u64 synth_idle[MAX_CPUS / 64];
-u64 synth_jiffies, synth_clock, synth_clock_step, synth_clock_reads;
+u64 synth_jiffies;
 u32 synth_hz, synth_real_time;
 
 static __always_inline bool sis_idle(struct sis_ctx *c, s32 cpu)
@@ -49,14 +48,6 @@ static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu)
 static __always_inline u64 sis_jiffies(struct sis_ctx *c)
 {
 	return synth_real_time ? bpf_jiffies64() : synth_jiffies;
-}
-
-/* cpu_clock(this_cpu): synthetic, the first read gives synth_clock, each later one a step more */
-static __always_inline u64 sis_clock(struct sis_ctx *c)
-{
-	if (synth_real_time)
-		return bpf_ktime_get_ns();
-	return synth_clock + synth_clock_step * synth_clock_reads++;
 }
 
 static __always_inline u32 sis_hz(void)

@@ -14,6 +14,7 @@
 #include "intf.h"
 #include "ctx.bpf.h"
 #include "sis.bpf.h"
+#include "idle.bpf.h"
 
 /* jiffies per second, for record_wakee()'s decay (250 on Debian, 1000 on defconfig) */
 extern const int CONFIG_HZ __kconfig __weak;
@@ -53,12 +54,6 @@ static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu)
 static __always_inline u64 sis_jiffies(struct sis_ctx *c)
 {
 	return bpf_jiffies64();
-}
-
-/* cpu_clock(this_cpu) */
-static __always_inline u64 sis_clock(struct sis_ctx *c)
-{
-	return bpf_ktime_get_ns();
 }
 
 static __always_inline u32 sis_hz(void)
@@ -256,6 +251,23 @@ static struct sis_wake_state *waker_state(struct task_struct *cur, s32 this_cpu,
 }
 
 /*
+ * A wake-up claimed idle @cpu for its task: the CPU is busy from now (its
+ * idle period closed, idle.bpf.h), and SIS_PROP's avg_idle learns the period
+ * now, as ttwu_do_activate() does when the wakee lands on the idle runqueue.
+ */
+static void wake_claimed(s32 cpu)
+{
+	struct cpu_ctx *cc = cpu_ctx(cpu);
+	u64 delta;
+
+	if (!cc)
+		return;
+	delta = idle_exit(cc, bpf_ktime_get_ns());
+	if (delta)
+		sis_prop_idle_exit(cc, delta, bpf_jiffies64());
+}
+
+/*
  * ops.select_cpu: select_task_rq_fair() (sis.bpf.h) for a wake-up, or
  * TTWU_QUEUE_DESCHED's placement on prev without a search; a CPU the
  * wake-up claimed from the idle mask gets the task directly.
@@ -273,6 +285,7 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 	if (!(wake_flags & SCX_WAKE_TTWU)) {
 		cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
 		if (cpu >= 0) {
+			wake_claimed(cpu);
 			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
 			return cpu;
 		}
@@ -310,6 +323,7 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 	}
 
 	if (c->claimed >= 0 && c->claimed == cpu) {
+		wake_claimed(cpu);
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
 		sis_inc(c, STAT_DIRECT);
 	}
@@ -319,10 +333,11 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 
 /*
  * Idle transitions: per-CPU busy time for the loader's utilization
- * (busy = elapsed - idle_ns, whatever ran: any class, IRQs), SIS_PROP's
- * avg_idle (ttwu_do_activate()), and the has_idle_cores hint
- * (__update_idle_core(), from the scheduler's own idle_start: on 6.12
- * update_idle runs before the builtin idle masks change).
+ * (busy = elapsed - idle_ns, whatever ran: any class, IRQs; idle.bpf.h),
+ * SIS_PROP's avg_idle (ttwu_do_activate(); for a period a wake-up's claim
+ * did not close already), and the has_idle_cores hint (__update_idle_core(),
+ * from the scheduler's own idle_start: on 6.12 update_idle runs before the
+ * builtin idle masks change).
  */
 static void wake_update_idle(s32 cpu, bool idle)
 {
@@ -332,15 +347,11 @@ static void wake_update_idle(s32 cpu, bool idle)
 	if (!cc)
 		return;
 	if (idle) {
-		if (!cc->idle_start)
-			WRITE_ONCE(cc->idle_start, now);
+		idle_enter(cc, now);
 		update_idle_core(features(), cpu);
 		return;
 	}
-	if (!cc->idle_start)
-		return;
-	delta = now - cc->idle_start;
-	WRITE_ONCE(cc->idle_ns, cc->idle_ns + delta);
-	WRITE_ONCE(cc->idle_start, 0);
-	sis_prop_idle_exit(cc, delta, bpf_jiffies64());
+	delta = idle_exit(cc, now);
+	if (delta)
+		sis_prop_idle_exit(cc, delta, bpf_jiffies64());
 }

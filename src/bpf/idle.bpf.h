@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * A CPU's idle time, the loader's utilization source (busy = elapsed - idle):
+ * cpu_ctx.idle_start is set when the CPU goes idle (ops.update_idle(cpu,
+ * true), rq->idle_stamp) and the period is closed into idle_ns by whichever
+ * comes first: the wake-up that claims the CPU from the idle mask
+ * (select_cpu, wake.bpf.h), or the CPU's own exit from idle
+ * (ops.update_idle(cpu, false)). From the claim on, the CPU is busy, as the
+ * kernel's is once a wake-up has enqueued a task on its runqueue: its
+ * nr_running is 1 and cpu_util() counts the wakee's util_avg at once, where
+ * the switch to it comes later (an IPI away, and under TCG only once the
+ * emulator gets round to that vCPU).
+ *
+ * The two writers (the claimer on another CPU, the CPU itself) race: the one
+ * whose cmpxchg clears idle_start closes the period. The reader (the loader,
+ * UtilUpdate in loader.rs) runs concurrently without a lock; the order of the
+ * writes is what it relies on: idle_start is cleared BEFORE idle_ns grows, so
+ * a read of idle_ns, idle_start, idle_ns that sees idle_ns unchanged never
+ * counts one period twice (open in idle_start and closed in idle_ns).
+ * Pure functions of a cpu_ctx: the host test (sis_test.bpf.c) runs them too.
+ */
+#pragma once
+
+#include <scx/common.bpf.h>
+#include "intf.h"
+
+/* The CPU goes idle at @now (a period already open is kept). */
+static __always_inline void idle_enter(struct cpu_ctx *cc, u64 now)
+{
+	if (!READ_ONCE(cc->idle_start))
+		WRITE_ONCE(cc->idle_start, now);
+}
+
+/*
+ * The idle period ends at @now (a claim or the CPU's exit): its length, added
+ * to idle_ns, or 0 when no period was open (already closed by the other
+ * writer, or the CPU was not idle).
+ */
+static __always_inline u64 idle_exit(struct cpu_ctx *cc, u64 now)
+{
+	u64 start = READ_ONCE(cc->idle_start), delta;
+
+	if (!start || __sync_val_compare_and_swap(&cc->idle_start, start, 0) != start)
+		return 0;
+	delta = now > start ? now - start : 0;
+	/* after idle_start's clear: see above */
+	__sync_fetch_and_add(&cc->idle_ns, delta);
+	return delta;
+}
