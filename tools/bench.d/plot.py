@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3 -I
 # SPDX-License-Identifier: GPL-2.0-only
 """plot.py PLOT-DATA.json OUTDIR: tools/bench's PNG plots (needs matplotlib).
 
