@@ -501,6 +501,10 @@ mod tests {
         for n in ["SIS_PROP", "SIS_SMALL_LLC"] {
             assert!(!is_on(p, n), "{n} off in patched");
         }
+        // a review suggestion the merged patch does not contain: in no preset
+        for d in PRESETS {
+            assert!(!is_on(d.word, "KICK_WRAP_NEXT"), "KICK_WRAP_NEXT on in {}", d.name);
+        }
         let v = preset(Preset::vanilla());
         assert!(is_on(v, "SIS_PROP") && is_on(v, "SIS_CORE"));
         for n in [
