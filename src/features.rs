@@ -503,7 +503,11 @@ mod tests {
         }
         // a review suggestion the merged patch does not contain: in no preset
         for d in PRESETS {
-            assert!(!is_on(d.word, "KICK_WRAP_NEXT"), "KICK_WRAP_NEXT on in {}", d.name);
+            assert!(
+                !is_on(d.word, "KICK_WRAP_NEXT"),
+                "KICK_WRAP_NEXT on in {}",
+                d.name
+            );
         }
         let v = preset(Preset::vanilla());
         assert!(is_on(v, "SIS_PROP") && is_on(v, "SIS_CORE"));
