@@ -245,7 +245,8 @@ pub fn pin_features(skel: &mut BpfSkel<'_>) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::idle_total;
+    use super::*;
+    use crate::bpf_intf::{cpu_ctx, llc_ctx};
     use std::cell::RefCell;
 
     /// Every interleaving of the loader's two reads with BPF's close of a period (idle_exit
@@ -285,5 +286,52 @@ mod tests {
         assert_eq!(idle_total(|| 500, || 1_000, 6_000), 5_500);
         assert_eq!(idle_total(|| 500, || 0, 6_000), 500);
         assert_eq!(idle_total(|| 500, || 7_000, 6_000), 500);
+    }
+
+    const S: u64 = 1_000_000_000;
+
+    /// UtilUpdate on hand-worked samples: utilization from the idle time BPF accounts
+    /// (closed periods in idle_ns, an open one from idle_start), PELT-like filtered with a
+    /// 32 ms half-life, summed per LLC, and SIS_UTIL's depth of that sum written.
+    #[test]
+    fn util_update_from_idle_time() {
+        // SAFETY: plain-integer repr(C) structs of intf.h: all zeroes is their initial state
+        let mut cpus: Vec<cpu_ctx> = vec![unsafe { std::mem::zeroed() }; 6];
+        let mut llcs: Vec<llc_ctx> = vec![unsafe { std::mem::zeroed() }; 2];
+        for l in llcs.iter_mut() {
+            l.nr_idle_scan = 99;
+        }
+        let mut u = UtilUpdate::new(vec![vec![0, 1, 2, 3], vec![4, 5]], 6, 117);
+        // CPU 3 has been idle since 0.5 s before the first sample
+        cpus[3].idle_start = 9 * S + S / 2;
+        u.update(0, 10 * S, &mut cpus, &mut llcs, None);
+        // the first sample only sets the baseline
+        assert!(cpus.iter().all(|c| c.util == 0));
+        assert_eq!((llcs[0].nr_idle_scan, llcs[1].nr_idle_scan), (99, 99));
+
+        // one second (31 half-lives: the filter's past is gone): CPU 0 idle 750 ms, CPU 1
+        // never, CPU 2 all of it, CPU 3 still in its open period, CPUs 4 and 5 busy
+        cpus[0].idle_ns += 3 * S / 4;
+        cpus[2].idle_ns += S;
+        u.update(0, 11 * S, &mut cpus, &mut llcs, None);
+        let util: Vec<u64> = cpus.iter().map(|c| c.util).collect();
+        assert_eq!(util, [256, 1024, 0, 0, 1024, 1024]);
+        assert_eq!((llcs[0].util_sum, llcs[1].util_sum), (1280, 2048));
+        // nr_idle_scan: x' = 1280 / 4 = 320, y = 1024 - 320^2 * 117^2 / (10000 * 1024)
+        // = 1024 - 136 = 888, nr = 4 * 888 / 1024 = 3; LLC 1 is full: 0
+        assert_eq!(crate::sis_util_depth::scan_depth(1280, 4, 117, false), 3);
+        assert_eq!((llcs[0].nr_idle_scan, llcs[1].nr_idle_scan), (3, 0));
+
+        // one half-life: CPUs 1 and 2 idle all of it, CPU 0 busy, CPU 3's period closed at
+        // its start (counted once: it was open at the last sample): each util moves half
+        // way to the period's (256 -> 640, 1024 -> 512, 0 -> 0, 0 -> 512)
+        cpus[1].idle_ns += 32_000_000;
+        cpus[2].idle_ns += 32_000_000;
+        cpus[3].idle_ns += 11 * S - cpus[3].idle_start;
+        cpus[3].idle_start = 0;
+        u.update(0, 11 * S + 32_000_000, &mut cpus, &mut llcs, None);
+        let util: Vec<u64> = cpus.iter().map(|c| c.util).collect();
+        assert_eq!(util, [640, 512, 0, 512, 1024, 1024]);
+        assert_eq!(llcs[0].util_sum, 1664);
     }
 }

@@ -9,6 +9,8 @@ mod bpf_skel;
 mod calib_test;
 mod calibrate;
 mod cost;
+#[cfg(test)]
+mod decide_test;
 mod features;
 mod latency;
 mod loader;

@@ -84,14 +84,17 @@ enum sis_feature {
 	 * served; the kernel skips the whole newidle balance) */
 	FEAT_KICK_SKIP_REDUNDANT = 1ULL << 6,
 	/* Tim Chen 2024, skip unnecessary ILB flag updates: a CPU's kick-pending bit is read
-	 * before the atomic that sets it, and a CPU already asked is not asked again; kick
-	 * targets wrap from this_cpu+1 (Chen Yu's review) */
+	 * before the atomic that sets it, and a CPU already asked is not asked again */
 	FEAT_SIS_SMALL_LLC	= 1ULL << 7,
 	/* SIS_UTIL review (K Prateek Nayak): for LLCs of <= 16 CPUs, depth * 32 / llc_weight */
 	FEAT_SIS_FIT		= 1ULL << 9,
 	/* with SIS_UTIL: each LLC's depth is the measured depth_p95 of its utilization
 	 * (calibrate) */
-	FEAT_ALL		= (1ULL << 10) - 1,
+	FEAT_KICK_WRAP_NEXT	= 1ULL << 10,
+	/* Chen Yu's review of the ILB flag patch, not in the merged commit (off in every
+	 * preset): the kick search of the enqueuer's LLC starts at this_cpu+1, not at its
+	 * first CPU */
+	FEAT_ALL		= (1ULL << 11) - 1,
 };
 
 /*

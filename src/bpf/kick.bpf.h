@@ -71,8 +71,7 @@ static __always_inline bool kick_llc_has_idle(struct kick_env *e, s32 llc)
 
 /*
  * KICK_SKIP_REDUNDANT: Tim Chen, "sched/balance: Skip unnecessary updates
- * to idle load balancer's flags" (2024-06), with Chen Yu's review. Both of
- * its decisions are here:
+ * to idle load balancer's flags" (2024-06). Its one decision:
  *
  * kick_ilb() reads the target's flags before its atomic_fetch_or():
  *   if ((atomic_read(nohz_flags(ilb_cpu)) & flags) == flags) return;
@@ -90,14 +89,15 @@ static __always_inline bool kick_already_asked(u64 feat, bool asked, u64 *cnt)
 }
 
 /*
- * Chen Yu's review: "for_each_cpu_wrap(ilb_cpu, ..., this_cpu+1) so
- * different ilb_cpu might be found by different CPUs". kick_search_first():
+ * KICK_WRAP_NEXT: Chen Yu's review of that patch, "for_each_cpu_wrap(ilb_cpu,
+ * ..., this_cpu+1) so different ilb_cpu might be found by different CPUs" -
+ * not in the merged commit, so a feature of its own. kick_search_first():
  * the LLC position the walk of @llc starts at: this_cpu + 1 when this_cpu
  * is in the LLC, else its first CPU (find_new_ilb()'s for_each_cpu_and).
  */
 static __always_inline u32 kick_search_first(u64 feat, s32 llc, s32 this_cpu)
 {
-	if ((feat & FEAT_KICK_SKIP_REDUNDANT) && sis_cpu_llc(this_cpu) == llc)
+	if ((feat & FEAT_KICK_WRAP_NEXT) && sis_cpu_llc(this_cpu) == llc)
 		return topo.cpu_llc_pos[this_cpu & (MAX_CPUS - 1)] + 1;
 	return 0;
 }

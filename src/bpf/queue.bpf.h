@@ -14,6 +14,7 @@
 #include "ctx.bpf.h"
 #include "vtime.bpf.h"
 #include "kick.bpf.h"
+#include "decide.bpf.h"
 
 /* the kick-pending flag word (nohz_flags() of kick_ilb()): CPUs asked to come and take queued work */
 u64 kick_pending[MAX_CPUS / 64];
@@ -59,9 +60,10 @@ static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
  *   if (flags & NOHZ_KICK_MASK) return;       already asked: no second IPI
  *   smp_call_function_single_async(ilb_cpu, ...);
  * Tim Chen's patch adds only the read before the atomic ("if ((atomic_read(
- * nohz_flags(ilb_cpu)) & flags) == flags) return;") and, from its review,
- * the search from this_cpu + 1: both in kick.bpf.h. Every CPU the search tests is
- * counted (KICK_SCANNED), against the enqueue's LLC.
+ * nohz_flags(ilb_cpu)) & flags) == flags) return;", KICK_SKIP_REDUNDANT);
+ * its review's search from this_cpu + 1 is KICK_WRAP_NEXT: both in
+ * kick.bpf.h. Every CPU the search tests is counted (KICK_SCANNED), against
+ * the enqueue's LLC.
  */
 static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
 {
@@ -149,23 +151,6 @@ static bool take_kick(s32 cpu)
 }
 
 /*
- * NEWIDLE_SKIP_IPI: K Prateek Nayak, "sched/fair: Skip newidle_balance()
- * when an idle CPU is woken up to process an IPI" (2024): "if (prev ==
- * rq->idle) return NULL;" - a CPU that was idle (@cpu's idle_start is set)
- * and was not asked to take work (!@kicked) goes back to idle at once
- * instead of pulling from other LLCs. True when it does (the hit counted).
- */
-static __always_inline bool newidle_skip_ipi(u64 feat, s32 cpu, bool kicked)
-{
-	struct cpu_ctx *cc = cpu_ctx(cpu);
-
-	if (!(feat & FEAT_NEWIDLE_SKIP_IPI) || !cc || !READ_ONCE(cc->idle_start) || kicked)
-		return false;
-	stat_inc(sis_cpu_llc(cpu), STAT_HIT_NEWIDLE_SKIP_IPI);
-	return true;
-}
-
-/*
  * ops.dispatch: this LLC's queue first; else prev goes on; else, unless
  * NEWIDLE_SKIP_IPI sends an idle CPU woken for no work back to idle, the
  * newidle balance analog steals from the other LLCs, nearest first.
@@ -188,8 +173,11 @@ static void queue_dispatch(s32 cpu, struct task_struct *prev)
 		return;
 	}
 
-	if (newidle_skip_ipi(features(), cpu, kicked))
+	/* NEWIDLE_SKIP_IPI's decision (decide.bpf.h) */
+	if (newidle_skip_ipi(features(), cpu, kicked)) {
+		stat_inc(llc, STAT_HIT_NEWIDLE_SKIP_IPI);
 		return;
+	}
 
 	/* the newidle balance analog: other LLCs, nearest first */
 	bpf_for(k, 0, topo.nr_llcs - 1) {

@@ -2,7 +2,8 @@
 /*
  * Host test object: the scheduler's wake-up path (sis.bpf.h, from
  * select_task_rq_fair down) on a synthetic topology and state, driven
- * through BPF_PROG_TEST_RUN by the Rust tests. The per-LLC and per-CPU state
+ * through BPF_PROG_TEST_RUN by the Rust tests (src/sis_test.rs; the
+ * decisions outside it, below: src/decide_test.rs). The per-LLC and per-CPU state
  * (llc_ctxs, cpu_ctxs) and the runqueue lengths are this object's .bss
  * (synth.bpf.h), written by the test; the idle mask, the tasks and the clocks come in the
  * argument. It has no struct_ops and calls no sched_ext kfunc, so it loads
@@ -11,6 +12,8 @@
 #include "synth.bpf.h"
 #include "sis.bpf.h"
 #include "idle.bpf.h"
+#include "decide.bpf.h"
+#include "kick.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -90,5 +93,108 @@ int idle_test(void *a)
 	} else {
 		idle_test_ret = idle_exit(cc, idle_test_now);
 	}
+	return 0;
+}
+
+/*
+ * The decisions outside select_task_rq_fair (decide.bpf.h, kick.bpf.h), one
+ * program each, on the same synthetic machine (topo, nr_running, synth_idle,
+ * cpu_ctxs, llc_ctxs in .bss); inputs and outputs in dec_io.
+ */
+struct dec_io {
+	/* in */
+	u64 feat;
+	s32 this_cpu;
+	s32 cpu;		/* the decision's CPU (prev, the woken CPU, the idle one) */
+	s32 llc;		/* kick_search: the enqueue's LLC */
+	u32 flag;		/* allowed / kicked / idle / asked / WF_SYNC, per program */
+	u32 desched;		/* ttwu_desched_select: what sched_waking saw; out: after */
+	u32 current_flags;	/* wake_sync: current->flags */
+	u64 now;		/* idle_update: ns */
+	u64 jiffies;
+	u64 allowed[MAX_CPUS / 64];	/* kick_search: p->cpus_ptr */
+	/* out */
+	s32 out_cpu;
+	u32 out;
+	u32 probed;		/* kick_search: CPUs tested */
+	u32 first;		/* kick_search_first() of @llc */
+	u64 cnt[STAT_NR];
+} dec_io;
+
+/* the kick search's primitives (kick.bpf.h) over the synthetic idle mask */
+struct kick_env {
+	u32 unused;
+};
+
+static __always_inline bool kick_candidate(struct kick_env *e, s32 cpu)
+{
+	return mask_test(synth_idle, cpu) && mask_test(dec_io.allowed, cpu);
+}
+
+static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w)
+{
+	return synth_idle[w & (MAX_CPUS / 64 - 1)];
+}
+
+static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
+{
+	return dec_io.allowed[w & (MAX_CPUS / 64 - 1)];
+}
+
+SEC("syscall")
+int test_wake_sync(void *a)
+{
+	dec_io.out = wake_sync(dec_io.flag, dec_io.current_flags);
+	return 0;
+}
+
+SEC("syscall")
+int test_ttwu_cond(void *a)
+{
+	dec_io.out = ttwu_queue_cond_desched(dec_io.this_cpu, dec_io.cpu, dec_io.flag);
+	return 0;
+}
+
+SEC("syscall")
+int test_ttwu_select(void *a)
+{
+	struct sis_ctx *c = &test_ctx;
+
+	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
+	c->feat = dec_io.feat;
+	c->this_cpu = dec_io.this_cpu;
+	c->prev = dec_io.cpu;
+	c->claimed = -1;
+	dec_io.out_cpu = ttwu_desched_select(c, &dec_io.desched);
+	dec_io.out = c->claimed;
+	__builtin_memcpy(dec_io.cnt, c->cnt, sizeof(dec_io.cnt));
+	return 0;
+}
+
+SEC("syscall")
+int test_newidle(void *a)
+{
+	dec_io.out = newidle_skip_ipi(dec_io.feat, dec_io.cpu, dec_io.flag);
+	return 0;
+}
+
+SEC("syscall")
+int test_idle_update(void *a)
+{
+	idle_update(dec_io.feat, dec_io.cpu, dec_io.flag, dec_io.now, dec_io.jiffies);
+	return 0;
+}
+
+SEC("syscall")
+int test_kick(void *a)
+{
+	struct kick_env e = {};
+
+	__builtin_memset(dec_io.cnt, 0, sizeof(dec_io.cnt));
+	kick_llc_words_init();
+	dec_io.probed = 0;
+	dec_io.first = kick_search_first(dec_io.feat, dec_io.llc, dec_io.this_cpu);
+	dec_io.out_cpu = kick_search(&e, dec_io.llc, dec_io.this_cpu, dec_io.feat, &dec_io.probed);
+	dec_io.out = kick_already_asked(dec_io.feat, dec_io.flag, dec_io.cnt);
 	return 0;
 }

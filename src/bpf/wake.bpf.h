@@ -15,6 +15,7 @@
 #include "ctx.bpf.h"
 #include "sis.bpf.h"
 #include "idle.bpf.h"
+#include "decide.bpf.h"
 
 /* jiffies per second, for record_wakee()'s decay (250 on Debian, 1000 on defconfig) */
 extern const int CONFIG_HZ __kconfig __weak;
@@ -146,19 +147,14 @@ static void wake_load_quiescent(struct task_struct *p)
 }
 
 /*
- * TTWU_QUEUE_DESCHED, Mel Gorman's "sched/core: Offload wakee task
- * activation if the wakee is descheduling" (2020, 2ebb17717550), lives in try_to_wake_up(), before
- * select_task_rq():
+ * TTWU_QUEUE_DESCHED lives in try_to_wake_up(), before select_task_rq():
  *   if (READ_ONCE(p->on_cpu) && ttwu_queue_wakelist(p, task_cpu(p), wake_flags | WF_ON_CPU))
- * with ttwu_queue_cond(): cpu active, in p->cpus_ptr, shares cache with the
- * waker (else the older cross-LLC rule, not this patch's), not the waker's CPU, and
- * "(wake_flags & WF_ON_CPU) && cpu_rq(cpu)->nr_running <= 1" - the wakee,
- * already dequeued, is not counted, so it is the later kernel's
- * !nr_running. sched_ext on 6.12 never takes this path for its tasks (it
- * waits for on_cpu and calls select_cpu), so the condition is evaluated at
- * the same point of the same wake-up: the sched_waking tracepoint, which
- * try_to_wake_up() fires just before it reads p->on_rq and p->on_cpu.
- * select_cpu then places the task on that CPU without the search.
+ * (the condition: ttwu_queue_cond_desched(), decide.bpf.h). sched_ext on
+ * 6.12 never takes this path for its tasks (it waits for on_cpu and calls
+ * select_cpu), so the condition is evaluated at the same point of the same
+ * wake-up: the sched_waking tracepoint, which try_to_wake_up() fires just
+ * before it reads p->on_rq and p->on_cpu. select_cpu then places the task
+ * on that CPU without the search (ttwu_desched_select()).
  */
 /* p->on_cpu / p->on_rq: int on 6.12, u8 since 6.17 */
 struct task_struct___on_u8 {
@@ -187,20 +183,18 @@ static __always_inline bool task_descheduling(struct task_struct *p)
 
 /*
  * TTWU_QUEUE_DESCHED's decision, at sched_waking: the wakee is descheduling
- * (on its CPU, dequeued), and ttwu_queue_cond() would queue it on that CPU:
- * another CPU than the waker's, sharing its cache, allowed, and running
- * nothing else. True: select_cpu places it there without a search.
+ * (on its CPU, dequeued), and ttwu_queue_cond() would queue it on that CPU.
+ * True: select_cpu places it there without a search.
  */
 static __always_inline bool ttwu_queue_desched(struct task_struct *p)
 {
-	s32 this_cpu, cpu;
+	s32 cpu;
 
 	if (!(features() & FEAT_TTWU_QUEUE_DESCHED) || !task_descheduling(p))
 		return false;
-	this_cpu = bpf_get_smp_processor_id();
 	cpu = p->thread_info.cpu;
-	return cpu != this_cpu && sis_share_cache(cpu, this_cpu) &&
-	       bpf_cpumask_test_cpu(cpu, p->cpus_ptr) && !sis_nr_running(NULL, cpu);
+	return ttwu_queue_cond_desched(bpf_get_smp_processor_id(), cpu,
+				       bpf_cpumask_test_cpu(cpu, p->cpus_ptr));
 }
 
 SEC("tp_btf/sched_waking")
@@ -308,18 +302,14 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
 	copy_allowed(c, p);
 
-	if (tctx->desched_wakeup && sis_feat(c, FEAT_TTWU_QUEUE_DESCHED)) {
-		/* the activation happens on prev: no select_task_rq() at all */
-		tctx->desched_wakeup = 0;
-		sis_inc(c, STAT_HIT_TTWU_QUEUE_DESCHED);
-		cpu = prev_cpu;
-		if (sis_claim(c, cpu))
-			c->claimed = cpu;
-	} else {
+	/* TTWU_QUEUE_DESCHED: the activation happens on prev, no select_task_rq() at all */
+	cpu = ttwu_desched_select(c, &tctx->desched_wakeup);
+	if (cpu < 0) {
 		waker = waker_state(cur, c->this_cpu, &c->waker_load);
 		if (!waker)
 			return prev_cpu;
-		cpu = select_task_rq_fair(c, waker, &tctx->ws, prev_cpu, wake_flags & SCX_WAKE_SYNC);
+		cpu = select_task_rq_fair(c, waker, &tctx->ws, prev_cpu,
+					  wake_sync(wake_flags & SCX_WAKE_SYNC, cur->flags));
 	}
 
 	if (c->claimed >= 0 && c->claimed == cpu) {
@@ -335,23 +325,10 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
  * Idle transitions: per-CPU busy time for the loader's utilization
  * (busy = elapsed - idle_ns, whatever ran: any class, IRQs; idle.bpf.h),
  * SIS_PROP's avg_idle (ttwu_do_activate(); for a period a wake-up's claim
- * did not close already), and the has_idle_cores hint (__update_idle_core(),
- * from the scheduler's own idle_start: on 6.12 update_idle runs before the
- * builtin idle masks change).
+ * did not close already), and the has_idle_cores hint: idle_update(),
+ * decide.bpf.h.
  */
 static void wake_update_idle(s32 cpu, bool idle)
 {
-	struct cpu_ctx *cc = cpu_ctx(cpu);
-	u64 now = bpf_ktime_get_ns(), delta;
-
-	if (!cc)
-		return;
-	if (idle) {
-		idle_enter(cc, now);
-		update_idle_core(features(), cpu);
-		return;
-	}
-	delta = idle_exit(cc, now);
-	if (delta)
-		sis_prop_idle_exit(cc, delta, bpf_jiffies64());
+	idle_update(features(), cpu, idle, bpf_ktime_get_ns(), bpf_jiffies64());
 }

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The decisions the scheduler takes outside select_task_rq_fair(), as pure
+ * functions over the seam of sis_ctx.bpf.h (the machine's state and the
+ * wake-up's primitives), one function per decision: wake.bpf.h and
+ * queue.bpf.h call them with what they read from sched_ext and the task,
+ * the host test object (sis_test.bpf.c) with synthetic state, so the host
+ * tests run this very code. The kick search and KICK_SKIP_REDUNDANT's
+ * decision are kick.bpf.h's, __update_idle_core() is sis.bpf.h's.
+ */
+#pragma once
+
+#include "sis_ctx.bpf.h"
+#include "sis.bpf.h"
+#include "idle.bpf.h"
+
+/*
+ * select_task_rq_fair()'s
+ *   int sync = (wake_flags & WF_SYNC) && !(current->flags & PF_EXITING);
+ * an exiting waker is not going to sleep on the CPU it leaves to the wakee.
+ */
+static __always_inline bool wake_sync(bool wf_sync, u32 current_flags)
+{
+	return wf_sync && !(current_flags & PF_EXITING);
+}
+
+/*
+ * TTWU_QUEUE_DESCHED, Mel Gorman's "sched/core: Offload wakee task
+ * activation if the wakee is descheduling" (2020, 2ebb17717550):
+ * ttwu_queue_cond() for a wakee still on @cpu (WF_ON_CPU), woken from
+ * @this_cpu: another CPU than the waker's, sharing its cache, in
+ * p->cpus_ptr (@allowed), and "(wake_flags & WF_ON_CPU) &&
+ * cpu_rq(cpu)->nr_running <= 1" - the wakee, already dequeued, is not
+ * counted, so it is the later kernel's !nr_running.
+ */
+static __always_inline bool ttwu_queue_cond_desched(s32 this_cpu, s32 cpu, bool allowed)
+{
+	return cpu != this_cpu && sis_share_cache(cpu, this_cpu) && allowed &&
+	       !sis_nr_running(NULL, cpu);
+}
+
+/*
+ * TTWU_QUEUE_DESCHED's hand-off in select_cpu: *@desched is what
+ * sched_waking saw; it is consumed here (a later select_cpu without a
+ * sched_waking before it must not reuse it). The activation happens on prev
+ * without select_task_rq(): prev is returned, -1 when the hand-off does not
+ * apply. The hit counts only when prev is claimed and the task goes
+ * straight there; otherwise it is queued on prev's LLC without a search.
+ */
+static __always_inline s32 ttwu_desched_select(struct sis_ctx *c, u32 *desched)
+{
+	if (!*desched || !sis_feat(c, FEAT_TTWU_QUEUE_DESCHED))
+		return -1;
+	*desched = 0;
+	if (sis_take(c, c->prev))
+		sis_inc(c, STAT_HIT_TTWU_QUEUE_DESCHED);
+	return c->prev;
+}
+
+/*
+ * NEWIDLE_SKIP_IPI: K Prateek Nayak, "sched/fair: Skip newidle_balance()
+ * when an idle CPU is woken up to process an IPI" (2024): "if (prev ==
+ * rq->idle) return NULL;" - a CPU that was idle (@cpu's idle_start is set)
+ * and was not asked to take work (!@kicked) goes back to idle at once
+ * instead of pulling from other LLCs. True when it does.
+ */
+static __always_inline bool newidle_skip_ipi(u64 feat, s32 cpu, bool kicked)
+{
+	struct cpu_ctx *cc = sis_cpu_ctx(cpu);
+
+	return (feat & FEAT_NEWIDLE_SKIP_IPI) && cc && READ_ONCE(cc->idle_start) && !kicked;
+}
+
+/*
+ * ops.update_idle's accounting at @now (ns) and @jiffies: going idle opens
+ * an idle period (idle_enter(), idle.bpf.h: idle_start, the first transition
+ * of a run of them) and updates has_idle_cores (__update_idle_core(),
+ * sis.bpf.h); leaving idle closes the period unless a wake-up's claim closed
+ * it already (idle_exit(): the loader's busy time = elapsed - idle_ns) and
+ * feeds SIS_PROP's avg_idle (sis_prop_idle_exit()). "Idle" is the
+ * scheduler's own view, so the hint does not depend on when sched_ext
+ * updates its idle masks (on 6.12 update_idle runs before they change).
+ */
+static __always_inline void idle_update(u64 feat, s32 cpu, bool idle, u64 now, u64 jiffies)
+{
+	struct cpu_ctx *cc = sis_cpu_ctx(cpu);
+	u64 delta;
+
+	if (!cc)
+		return;
+	if (idle) {
+		idle_enter(cc, now);
+		update_idle_core(feat, cpu);
+		return;
+	}
+	delta = idle_exit(cc, now);
+	if (delta)
+		sis_prop_idle_exit(cc, delta, jiffies);
+}

@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! Host BPF tests of the decisions outside select_task_rq_fair(), run through the
+//! production code (src/bpf/decide.bpf.h, src/bpf/kick.bpf.h, sis.bpf.h's
+//! __update_idle_core) in the host test object (src/bpf/sis_test.bpf.c: one program per
+//! decision, on the synthetic machine of its .bss) - the real verifier and
+//! BPF_PROG_TEST_RUN, as sis_test.rs runs the wake path. Hand-worked cases: each expected
+//! value is the kernel code's answer on that state, and each test is broken by a one-line
+//! mutant of its decision (tools/mutants applies them). Needs root (bpf()); no skip
+//! without it.
+
+use std::mem::MaybeUninit;
+
+use libbpf_rs::ProgramInput;
+
+use crate::bpf_intf as bi;
+use crate::sis_test::{load_skel, skel::SisTestSkel, MAX_CPUS, WORDS};
+use crate::topology::{copy_same_c_type, CpuDesc, TopoDesc};
+
+const F_SIS_CORE: u64 = bi::sis_feature_FEAT_SIS_CORE as u64;
+const F_TTWU_QUEUE_DESCHED: u64 = bi::sis_feature_FEAT_TTWU_QUEUE_DESCHED as u64;
+const F_NEWIDLE_SKIP_IPI: u64 = bi::sis_feature_FEAT_NEWIDLE_SKIP_IPI as u64;
+const F_KICK_SKIP_REDUNDANT: u64 = bi::sis_feature_FEAT_KICK_SKIP_REDUNDANT as u64;
+const F_KICK_WRAP_NEXT: u64 = bi::sis_feature_FEAT_KICK_WRAP_NEXT as u64;
+const HIT_TTWU_QUEUE_DESCHED: usize = bi::sis_stat_STAT_HIT_TTWU_QUEUE_DESCHED as usize;
+const HIT_KICK_SKIP_REDUNDANT: usize = bi::sis_stat_STAT_HIT_KICK_SKIP_REDUNDANT as usize;
+/// include/linux/sched.h
+const PF_EXITING: u32 = 0x4;
+const PF_KTHREAD: u32 = 0x0020_0000;
+
+/// Two LLCs of 4 CPUs, SMT pairs: {0,1} {2,3} | {4,5} {6,7}.
+fn topo_2x4_smt() -> TopoDesc {
+    TopoDesc {
+        cpus: (0..8)
+            .map(|id| CpuDesc {
+                id,
+                llc: id / 4,
+                core: id & !1,
+                node: 0,
+            })
+            .collect(),
+    }
+}
+
+fn words(cpus: &[usize]) -> [u64; WORDS] {
+    let mut w = [0u64; WORDS];
+    for &c in cpus {
+        assert!(c < MAX_CPUS);
+        w[c / 64] |= 1 << (c % 64);
+    }
+    w
+}
+
+/// The loaded object on the 2x4 SMT machine, every CPU busy (not idle, nothing queued).
+fn machine(obj: &mut MaybeUninit<libbpf_rs::OpenObject>) -> SisTestSkel<'_> {
+    let mut skel = load_skel(obj);
+    let topo = topo_2x4_smt().build().expect("topology");
+    let bss = skel.maps.bss_data.as_mut().expect("bss mmapped");
+    // SAFETY: both are `struct sis_topo` of intf.h
+    unsafe { copy_same_c_type(&*topo, &mut bss.topo) };
+    bss.synth_idle = [0; WORDS];
+    bss.nr_running = [1; MAX_CPUS];
+    bss.dec_io.allowed = words(&(0..8).collect::<Vec<_>>());
+    skel
+}
+
+macro_rules! run {
+    ($skel:expr, $prog:ident) => {{
+        let ret = $skel
+            .progs
+            .$prog
+            .test_run(ProgramInput::default())
+            .expect(concat!("BPF_PROG_TEST_RUN ", stringify!($prog)))
+            .return_value;
+        assert_eq!(ret, 0);
+    }};
+}
+
+fn io<'a>(skel: &'a mut SisTestSkel<'_>) -> &'a mut crate::sis_test::skel::types::dec_io {
+    &mut skel.maps.bss_data.as_mut().expect("bss mmapped").dec_io
+}
+
+/// select_task_rq_fair's `sync = (wake_flags & WF_SYNC) && !(current->flags & PF_EXITING)`.
+#[test]
+fn decide_wake_sync_ignores_an_exiting_waker() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    for (wf_sync, flags, want) in [
+        (1, 0, 1),
+        (1, PF_KTHREAD, 1),
+        (1, PF_EXITING, 0),
+        (1, PF_EXITING | PF_KTHREAD, 0),
+        (0, 0, 0),
+        (0, PF_EXITING, 0),
+    ] {
+        let d = io(&mut skel);
+        d.flag = wf_sync;
+        d.current_flags = flags;
+        d.out = 99;
+        run!(skel, test_wake_sync);
+        assert_eq!(
+            io(&mut skel).out,
+            want,
+            "WF_SYNC {wf_sync} flags {flags:#x}"
+        );
+    }
+}
+
+/// ttwu_queue_cond() with WF_ON_CPU: another CPU than the waker's, sharing its cache,
+/// allowed, and `!cpu_rq(cpu)->nr_running` (the wakee is already dequeued there).
+#[test]
+fn decide_ttwu_queue_desched_condition() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    // (this_cpu, the wakee's cpu, allowed, nr_running there, queued?)
+    for (this, cpu, allowed, nr, want) in [
+        (0, 1, 1, 0, 1), // same LLC, other CPU, nothing running: queued
+        (0, 3, 1, 0, 1),
+        (0, 1, 1, 1, 0), // one task running there: not (the `<= 1` of the old form)
+        (0, 1, 1, 2, 0),
+        (0, 0, 1, 0, 0), // the waker's own CPU
+        (0, 4, 1, 0, 0), // another LLC (the older cross-LLC rule, not this patch)
+        (5, 4, 1, 0, 1),
+        (0, 1, 0, 0, 0), // not in p->cpus_ptr
+    ] {
+        skel.maps.bss_data.as_mut().unwrap().nr_running[cpu as usize] = nr;
+        let d = io(&mut skel);
+        d.this_cpu = this;
+        d.cpu = cpu;
+        d.flag = allowed;
+        d.out = 99;
+        run!(skel, test_ttwu_cond);
+        assert_eq!(
+            io(&mut skel).out,
+            want,
+            "this {this} cpu {cpu} allowed {allowed} nr_running {nr}"
+        );
+        skel.maps.bss_data.as_mut().unwrap().nr_running[cpu as usize] = 1;
+    }
+}
+
+/// select_cpu's side of TTWU_QUEUE_DESCHED: the hand-off from sched_waking is consumed
+/// once; prev is taken straight when it can be claimed (the hit), else the wake-up still
+/// goes to prev without a search but counts no hit.
+#[test]
+fn decide_ttwu_queue_desched_hand_off() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let select = |skel: &mut SisTestSkel<'_>, feat: u64, desched: u32, idle: &[usize]| {
+        skel.maps.bss_data.as_mut().unwrap().synth_idle = words(idle);
+        let d = io(skel);
+        d.feat = feat;
+        d.this_cpu = 0;
+        d.cpu = 2;
+        d.desched = desched;
+        d.out_cpu = -99;
+        d.cnt = [u64::MAX; bi::sis_stat_STAT_NR as usize];
+        run!(skel, test_ttwu_select);
+        let idle_after = skel.maps.bss_data.as_ref().unwrap().synth_idle[0];
+        let d = io(skel);
+        (
+            d.out_cpu,
+            d.out as i32,
+            d.cnt[HIT_TTWU_QUEUE_DESCHED],
+            d.desched,
+            idle_after,
+        )
+    };
+    // prev (2) idle: taken, claimed, one hit, the hand-off consumed
+    assert_eq!(
+        select(&mut skel, F_TTWU_QUEUE_DESCHED, 1, &[2, 3]),
+        (2, 2, 1, 0, 1 << 3)
+    );
+    // the next select_cpu of this task, with no sched_waking in between: a normal wake-up
+    let d = io(&mut skel);
+    d.out_cpu = -99;
+    d.out = 99;
+    run!(skel, test_ttwu_select);
+    assert_eq!((io(&mut skel).out_cpu, io(&mut skel).desched), (-1, 0));
+    // prev cannot be claimed: still prev, no search, but no hit
+    assert_eq!(
+        select(&mut skel, F_TTWU_QUEUE_DESCHED, 1, &[3]),
+        (2, -1, 0, 0, 1 << 3)
+    );
+    // sched_waking did not see the condition, or the feature is off: the search runs
+    assert_eq!(
+        select(&mut skel, F_TTWU_QUEUE_DESCHED, 0, &[2]),
+        (-1, -1, 0, 0, 1 << 2)
+    );
+    assert_eq!(select(&mut skel, 0, 1, &[2]).0, -1);
+}
+
+/// NEWIDLE_SKIP_IPI in ops.dispatch: `prev == rq->idle` (the CPU was idle) and not
+/// kicked for work → no pull from other LLCs.
+#[test]
+fn decide_newidle_skip_ipi() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    for (feat, idle_start, kicked, want) in [
+        (F_NEWIDLE_SKIP_IPI, 1000, 0, 1),
+        (F_NEWIDLE_SKIP_IPI, 1000, 1, 0), // asked to take work: it pulls
+        (F_NEWIDLE_SKIP_IPI, 0, 0, 0),    // was running a task: the balance runs
+        (0, 1000, 0, 0),
+    ] {
+        skel.maps.bss_data.as_mut().unwrap().cpu_ctxs[3].idle_start = idle_start;
+        let d = io(&mut skel);
+        d.feat = feat;
+        d.cpu = 3;
+        d.flag = kicked;
+        d.out = 99;
+        run!(skel, test_newidle);
+        assert_eq!(
+            io(&mut skel).out,
+            want,
+            "feat {feat:#x} idle_start {idle_start} kicked {kicked}"
+        );
+    }
+}
+
+fn idle_update(skel: &mut SisTestSkel<'_>, feat: u64, cpu: i32, idle: bool, now: u64) {
+    let d = io(skel);
+    d.feat = feat;
+    d.cpu = cpu;
+    d.flag = idle as u32;
+    d.now = now;
+    d.jiffies = now / 1000;
+    run!(skel, test_idle_update);
+}
+
+/// ops.update_idle's accounting: the idle periods sum into idle_ns (the loader's busy time
+/// is elapsed - idle_ns), and SIS_PROP's avg_idle gets each period (update_avg, capped at
+/// 2 * max_idle_balance_cost), wake_avg_idle = avg_idle / 2, wake_stamp = jiffies.
+#[test]
+fn decide_update_idle_accounts_idle_time() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    {
+        let c = &mut skel.maps.bss_data.as_mut().unwrap().cpu_ctxs[1];
+        c.idle_ns = 100;
+        c.idle_start = 0;
+        c.avg_idle = 8000;
+        c.max_idle_balance_cost = 500_000;
+    }
+    let cc = |skel: &SisTestSkel<'_>| {
+        let c = &skel.maps.bss_data.as_ref().unwrap().cpu_ctxs[1];
+        (
+            c.idle_ns,
+            c.idle_start,
+            c.avg_idle,
+            c.wake_avg_idle,
+            c.wake_stamp,
+        )
+    };
+    idle_update(&mut skel, 0, 1, true, 10_000);
+    assert_eq!(cc(&skel).1, 10_000, "the period opens");
+    // a second idle transition does not restart it
+    idle_update(&mut skel, 0, 1, true, 12_000);
+    assert_eq!(cc(&skel).1, 10_000);
+    idle_update(&mut skel, 0, 1, false, 50_000);
+    // 40 us idle; avg_idle 8000 + (40000 - 8000) / 8 = 12000
+    assert_eq!(cc(&skel), (40_100, 0, 12_000, 6_000, 50));
+    // leaving idle again with no period open: nothing
+    idle_update(&mut skel, 0, 1, false, 70_000);
+    assert_eq!(cc(&skel), (40_100, 0, 12_000, 6_000, 50));
+    // a second period adds to the first
+    idle_update(&mut skel, 0, 1, true, 100_000);
+    idle_update(&mut skel, 0, 1, false, 103_000);
+    assert_eq!(cc(&skel).0, 43_100);
+    // avg_idle is capped at 2 * max_idle_balance_cost
+    idle_update(&mut skel, 0, 1, true, 1_000_000);
+    idle_update(&mut skel, 0, 1, false, 1_000_000_000);
+    assert_eq!(cc(&skel).2, 1_000_000);
+}
+
+/// __update_idle_core(), from ops.update_idle: a CPU going idle sets its LLC's
+/// has_idle_cores only when every other thread of its core is idle.
+#[test]
+fn decide_update_idle_core() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let hic = |skel: &SisTestSkel<'_>| {
+        let b = skel.maps.bss_data.as_ref().unwrap();
+        (b.llc_ctxs[0].has_idle_cores, b.llc_ctxs[1].has_idle_cores)
+    };
+    {
+        let b = skel.maps.bss_data.as_mut().unwrap();
+        for c in b.cpu_ctxs.iter_mut().take(8) {
+            c.idle_start = 0;
+        }
+        b.llc_ctxs[0].has_idle_cores = 0;
+        b.llc_ctxs[1].has_idle_cores = 0;
+    }
+    // CPU 1 goes idle, its sibling 0 is busy: no idle core
+    idle_update(&mut skel, F_SIS_CORE, 1, true, 1000);
+    assert_eq!(hic(&skel), (0, 0));
+    // CPU 2 idle, sibling 3 busy: still none
+    idle_update(&mut skel, F_SIS_CORE, 2, true, 1000);
+    assert_eq!(hic(&skel), (0, 0));
+    // without SIS_CORE the hint is not kept
+    idle_update(&mut skel, 0, 0, true, 2000);
+    assert_eq!(hic(&skel), (0, 0));
+    idle_update(&mut skel, 0, 0, false, 3000);
+    // CPU 0 idle with its sibling 1 idle: core {0,1} is idle, LLC 0 only
+    idle_update(&mut skel, F_SIS_CORE, 0, true, 4000);
+    assert_eq!(hic(&skel), (1, 0));
+}
+
+struct Kick {
+    cpu: i32,
+    probed: u32,
+    first: u32,
+}
+
+fn kick(skel: &mut SisTestSkel<'_>, feat: u64, llc: i32, this: i32, idle: &[usize]) -> Kick {
+    skel.maps.bss_data.as_mut().unwrap().synth_idle = words(idle);
+    let d = io(skel);
+    d.feat = feat;
+    d.llc = llc;
+    d.this_cpu = this;
+    d.flag = 0;
+    d.out_cpu = -99;
+    run!(skel, test_kick);
+    let d = io(skel);
+    Kick {
+        cpu: d.out_cpu,
+        probed: d.probed,
+        first: d.first,
+    }
+}
+
+/// The enqueue's search for an idle CPU to kick (find_new_ilb()'s walk): the task's LLC
+/// from its first CPU, then the other LLCs; KICK_WRAP_NEXT starts the walk of this_cpu's
+/// LLC at this_cpu + 1 and wraps.
+#[test]
+fn decide_kick_search() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    // from the LLC's first CPU: 0 busy, 1 idle
+    let k = kick(&mut skel, 0, 0, 1, &[1, 3]);
+    assert_eq!((k.cpu, k.probed, k.first), (1, 2, 0));
+    // KICK_WRAP_NEXT: from this_cpu + 1 (this_cpu 1 is idle itself, in an interrupt)
+    let k = kick(&mut skel, F_KICK_WRAP_NEXT, 0, 1, &[1, 3]);
+    assert_eq!((k.cpu, k.probed, k.first), (3, 2, 2));
+    // ... wrapping past the LLC's end
+    let k = kick(&mut skel, F_KICK_WRAP_NEXT, 0, 2, &[0]);
+    assert_eq!((k.cpu, k.probed, k.first), (0, 2, 3));
+    // this_cpu in another LLC: from the first CPU
+    let k = kick(&mut skel, F_KICK_WRAP_NEXT, 0, 5, &[1, 3]);
+    assert_eq!((k.cpu, k.probed, k.first), (1, 2, 0));
+    // nothing idle in the LLC (no walk), the next LLC's first idle allowed CPU
+    let k = kick(&mut skel, 0, 0, 1, &[6, 7]);
+    assert_eq!((k.cpu, k.probed), (6, 3));
+    io(&mut skel).allowed = words(&[0, 1, 2, 3, 4, 5, 7]);
+    let k = kick(&mut skel, 0, 0, 1, &[6, 7]);
+    assert_eq!((k.cpu, k.probed), (7, 4));
+    // only a disallowed CPU idle: none, and no CPU walked
+    let k = kick(&mut skel, 0, 0, 1, &[6]);
+    assert_eq!((k.cpu, k.probed), (-1, 0));
+    io(&mut skel).allowed = words(&(0..8).collect::<Vec<_>>());
+    let k = kick(&mut skel, F_KICK_WRAP_NEXT, 1, 1, &[]);
+    assert_eq!((k.cpu, k.probed), (-1, 0));
+}
+
+/// KICK_SKIP_REDUNDANT, kick_ilb()'s `if ((atomic_read(nohz_flags(ilb_cpu)) & flags) ==
+/// flags) return;`: skipped (and counted) only with the feature on and the CPU already
+/// asked.
+#[test]
+fn decide_kick_skip_redundant() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    for (feat, asked, want) in [
+        (F_KICK_SKIP_REDUNDANT, 1, 1),
+        (F_KICK_SKIP_REDUNDANT, 0, 0),
+        (F_KICK_SKIP_REDUNDANT | F_KICK_WRAP_NEXT, 1, 1),
+        (0, 1, 0),
+        (F_KICK_WRAP_NEXT, 1, 0),
+        (0, 0, 0),
+    ] {
+        skel.maps.bss_data.as_mut().unwrap().synth_idle = words(&[2]);
+        let d = io(&mut skel);
+        d.feat = feat;
+        d.llc = 0;
+        d.this_cpu = 0;
+        d.flag = asked;
+        d.out = 99;
+        run!(skel, test_kick);
+        let d = io(&mut skel);
+        assert_eq!(
+            (d.out, d.cnt[HIT_KICK_SKIP_REDUNDANT]),
+            (want, want as u64),
+            "feat {feat:#x} asked {asked}"
+        );
+    }
+}
