@@ -218,20 +218,6 @@ int BPF_PROG(sisutil_waking, struct task_struct *p)
 	return 0;
 }
 
-static void copy_allowed(struct sis_ctx *c, const struct task_struct *p)
-{
-	const struct cpumask *mask = p->cpus_ptr;
-	u32 i;
-
-	bpf_for(i, 0, MAX_CPUS / 64) {
-		if (i * 64 >= topo.nr_cpu_ids) {
-			c->allowed[i & (MAX_CPUS / 64 - 1)] = 0;
-			continue;
-		}
-		c->allowed[i & (MAX_CPUS / 64 - 1)] = BPF_CORE_READ(mask, bits[i & (MAX_CPUS / 64 - 1)]);
-	}
-}
-
 /*
  * current's record_wakee() state: its task storage, created for tasks the
  * scheduler does not manage; the idle task (interrupt wake-ups) has a
