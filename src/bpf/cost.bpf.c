@@ -12,8 +12,8 @@
  * previous placement changed (the claimed CPU's idle bit, has_idle_cores,
  * this CPU's wake_avg_idle), then times, with bpf_ktime_get_ns() on each
  * side, what ops.select_cpu and ops.enqueue do for it: the feature word's
- * map lookup, the context's reset, p->cpus_ptr into it (copy_allowed, on a
- * real task: the caller's), select_task_rq_fair(), the counters' flush into the
+ * map lookup, the context's reset, p->cpus_ptr into it (copy_allowed, probe
+ * reads of a mask of every CPU), select_task_rq_fair(), the counters' flush into the
  * per-CPU statistics map (ctx.bpf.h, the scheduler's own functions), and,
  * when the task is queued, the kick search and its counting. Not timed:
  * sched_ext's kfuncs (the idle mask's get/put, the claim's atomic, the DSQ
@@ -68,6 +68,8 @@ struct cost_out {
 struct cost_cfg cost_cfg;
 struct cost_out cost_out;
 u64 cost_evict[COST_EVICT_LINES * 8];
+/* the wakee's cpus_ptr: every CPU (the caller's own mask would hold the host's CPUs only) */
+u64 cost_allowed[MAX_CPUS / 64] = { ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL };
 
 /*
  * The scheduler's feature word is ctx.bpf.h's sis_features: the loader's
@@ -143,7 +145,7 @@ static __noinline void place_timed(struct loop_state *st, s32 this_cpu, s32 prev
 	if (!(omit & COST_OMIT_RESET))
 		__builtin_memset(c->cnt, 0, sizeof(c->cnt));
 	if (!(omit & COST_OMIT_ALLOWED))
-		copy_allowed(c, bpf_get_current_task_btf());
+		copy_allowed(c, (const struct cpumask *)cost_allowed);
 
 	cpu = select_task_rq_fair(c, &cost_waker, &cost_wakee, prev, false);
 	if (c->claimed >= 0 && c->claimed == cpu) {

@@ -98,10 +98,9 @@ static void flush_counters(struct sis_ctx *c, s32 cpu)
 		sc->cnt[i] += c->cnt[i];
 }
 
-/* p->cpus_ptr into the wake-up's context (a probe read per word) */
-static void copy_allowed(struct sis_ctx *c, const struct task_struct *p)
+/* p->cpus_ptr (@mask) into the wake-up's context (a probe read per word) */
+static void copy_allowed(struct sis_ctx *c, const struct cpumask *mask)
 {
-	const struct cpumask *mask = p->cpus_ptr;
 	u32 i;
 
 	bpf_for(i, 0, MAX_CPUS / 64) {
