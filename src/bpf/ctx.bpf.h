@@ -94,7 +94,8 @@ static void flush_counters(struct sis_ctx *c, s32 cpu)
 
 	if (!sc)
 		return;
-	bpf_for(i, 0, STAT_NR)
+	/* a plain loop: no iterator call per counter */
+	for (i = 0; i < STAT_NR; i++)
 		sc->cnt[i] += c->cnt[i];
 }
 
@@ -103,7 +104,7 @@ static void copy_allowed(struct sis_ctx *c, const struct cpumask *mask)
 {
 	u32 i;
 
-	bpf_for(i, 0, MAX_CPUS / 64) {
+	for (i = 0; i < MAX_CPUS / 64; i++) {
 		if (i * 64 >= topo.nr_cpu_ids) {
 			c->allowed[i & (MAX_CPUS / 64 - 1)] = 0;
 			continue;
