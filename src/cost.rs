@@ -862,6 +862,33 @@ mod tests {
         }
     }
 
+    /// The kick search at full load on machines of many LLCs: the own LLC's words, then one
+    /// pass over the machine's words, and no walk of the other LLCs (without the machine-wide
+    /// test: one word per other LLC, 64 at 64x8).
+    #[test]
+    fn placement_cost_kick_words_multi_llc() {
+        let mut o = opts(&[], &[100, 90], false, &["patched"]);
+        o.topologies = vec!["64x8".into(), "8x32".into(), "4x128".into()];
+        let rows = measure(&o, false).expect("placement-cost");
+        for (l, n, words) in [(64, 8, 1.0 + 8.0), (8, 32, 1.0 + 4.0), (4, 128, 2.0 + 8.0)] {
+            let r = rows
+                .iter()
+                .find(|r| r.llcs == l && r.llc_weight == n && r.busy_pct == 100)
+                .expect("row");
+            assert_eq!(r.word_tests, words, "{l}x{n}: {r:?}");
+            assert_eq!((r.kick_scanned, r.cpus_examined), (0.0, 1.0), "{r:?}");
+            // 90 %: idle CPUs everywhere, the search finds one (never more than the LLC's walk)
+            let r = rows
+                .iter()
+                .find(|r| r.llcs == l && r.llc_weight == n && r.busy_pct == 90)
+                .expect("row");
+            assert!(r.kick_scanned >= 1.0 && r.kick_scanned <= n as f64, "{r:?}");
+        }
+        assert!(parse_topology("0x8").is_err() && parse_topology("65x2").is_err());
+        assert!(parse_topology("2x300").is_err() && parse_topology("8").is_err());
+        assert_eq!(parse_topology("64x8").unwrap(), (64, 8));
+    }
+
     #[test]
     fn placement_cost_examined_smt() {
         let rows = measure(
