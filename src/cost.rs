@@ -442,7 +442,10 @@ fn machines(opts: &CostOpts) -> Result<Vec<(u32, u32)>> {
     Ok(opts.llc_sizes.iter().map(|&n| (1, n)).collect())
 }
 
-fn validate(opts: &CostOpts) -> Result<(Vec<(u32, u32)>, Vec<(String, u64)>)> {
+/// (LLCs, CPUs per LLC) of each machine, and each policy's (name, feature word).
+type Cases = (Vec<(u32, u32)>, Vec<(String, u64)>);
+
+fn validate(opts: &CostOpts) -> Result<Cases> {
     if (opts.llc_sizes.is_empty() && opts.topologies.is_empty()) || opts.busy.is_empty() {
         bail!("--llc-sizes (or --topologies) and --busy need at least one value each");
     }
