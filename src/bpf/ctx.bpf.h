@@ -94,8 +94,7 @@ static void flush_counters(struct sis_ctx *c, s32 cpu)
 
 	if (!sc)
 		return;
-	/* a plain loop: no iterator call per counter */
-	for (i = 0; i < STAT_NR; i++)
+	bpf_for(i, 0, STAT_NR)
 		sc->cnt[i] += c->cnt[i];
 }
 
@@ -104,7 +103,7 @@ static void copy_allowed(struct sis_ctx *c, const struct cpumask *mask)
 {
 	u32 i;
 
-	for (i = 0; i < MAX_CPUS / 64; i++) {
+	bpf_for(i, 0, MAX_CPUS / 64) {
 		if (i * 64 >= topo.nr_cpu_ids) {
 			c->allowed[i & (MAX_CPUS / 64 - 1)] = 0;
 			continue;

@@ -74,14 +74,14 @@ static __always_inline u64 kick_idle_allowed(struct kick_env *e, u32 w)
 
 /*
  * Has @llc an idle CPU the task may run on? (idle & allowed & llc) != 0,
- * over the words the LLC spans only (plain loops: no iterator call per word).
+ * over the words the LLC spans only.
  */
 static __always_inline bool kick_llc_has_idle(struct kick_env *e, s32 llc)
 {
 	u32 first = kick_llc_first[llc & (MAX_LLCS - 1)], last = kick_llc_last[llc & (MAX_LLCS - 1)];
 	u32 k, w;
 
-	for (k = 0; k < MAX_CPUS / 64; k++) {
+	bpf_for(k, 0, MAX_CPUS / 64) {
 		u64 m;
 
 		w = first + k;
@@ -106,7 +106,7 @@ static __always_inline bool kick_machine_has_idle(struct kick_env *e)
 {
 	u32 w;
 
-	for (w = 0; w < MAX_CPUS / 64; w++) {
+	bpf_for(w, 0, MAX_CPUS / 64) {
 		if (w * 64 >= topo.nr_cpu_ids)
 			break;
 		if (kick_idle_allowed(e, w))
