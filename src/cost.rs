@@ -36,15 +36,20 @@ use skel::{CostSkel, CostSkelBuilder};
 const MAX_CPUS: usize = bi::sis_consts_MAX_CPUS as usize;
 const STAT_SCANNED: usize = bi::sis_stat_STAT_SCANNED as usize;
 const STAT_KICK_SCANNED: usize = bi::sis_stat_STAT_KICK_SCANNED as usize;
+const STAT_NR: usize = bi::sis_stat_STAT_NR as usize;
 /// SIS_PROP: rq->max_idle_balance_cost (sysctl_sched_migration_cost)
 const MAX_IDLE_BALANCE_COST: u64 = bi::sis_consts_SIS_PROP_MAX_IDLE_BALANCE_COST as u64;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct CostOpts {
-    /// CPUs in the LLC, comma-separated (each 2..=512; even with --smt)
+    /// CPUs in the LLC, comma-separated (each 2..=512; even with --smt): machines of one LLC
     #[arg(long, value_delimiter = ',', default_values_t = [8u32, 16, 32, 64, 128, 256])]
     pub llc_sizes: Vec<u32>,
-    /// Busy CPUs in percent of the LLC, comma-separated (each 0..=100); the LLC's utilization
+    /// Machines of L LLCs of C CPUs each, comma-separated LxC (e.g. 1x8,64x8,1x256; at most
+    /// 64 LLCs and 512 CPUs); replaces --llc-sizes
+    #[arg(long, value_delimiter = ',')]
+    pub topologies: Vec<String>,
+    /// Busy CPUs in percent of each LLC, comma-separated (each 0..=100); each LLC's utilization
     /// sum is set to match (busy CPUs at 1024, idle at 0), so SIS_UTIL's depth is the real one
     #[arg(long, value_delimiter = ',', default_values_t = [0u32, 25, 50, 75, 90, 100])]
     pub busy: Vec<u32>,
@@ -56,13 +61,23 @@ pub struct CostOpts {
     /// (e.g. vanilla+SIS_UTIL). Default: those three and each patch's feature alone on vanilla
     #[arg(long, value_delimiter = ',')]
     pub policies: Vec<String>,
-    /// Timed runs per case (one BPF_PROG_TEST_RUN each, after one untimed warm-up run);
-    /// median and spread are over them (1..=1000). With --loader: 300 intervals per run
+    /// Timed runs per case (one BPF_PROG_TEST_RUN each, after one untimed warm-up run), each
+    /// with its own random choice of the busy CPUs; median and spread are over them (1..=1000). With --loader: 300 intervals per run
     #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub runs: u32,
     /// Placements per run (100..=8388608)
     #[arg(long, default_value_t = 20000, value_parser = clap::value_parser!(u32).range(100..=8_388_608))]
     pub placements: u32,
+    /// Evict the caches between placements (4 MiB written, outside the timed region): the
+    /// cost of a wake-up whose data went cold; use fewer --placements
+    #[arg(long)]
+    pub cold: bool,
+    /// Leave steps out of the timed region, to see what each costs (comma-separated):
+    /// features (the feature word's map lookup), reset (the counters' memset), allowed
+    /// (copy_allowed), flush (the counters into the statistics map), kick (the enqueue's
+    /// kick search)
+    #[arg(long, value_delimiter = ',')]
+    pub omit: Vec<String>,
     /// Print a JSON list of rows instead of the table
     #[arg(long)]
     pub json: bool,
@@ -91,6 +106,8 @@ pub struct Row {
     pub policy: String,
     /// the feature words the policy runs with
     pub features: String,
+    /// LLCs in the machine (all of llc_weight CPUs)
+    pub llcs: u32,
     pub llc_weight: u32,
     pub smt: bool,
     pub busy_pct: u32,
@@ -99,19 +116,26 @@ pub struct Row {
     pub nr_idle_scan: u64,
     pub runs: u32,
     pub placements_per_run: u32,
-    /// median over the runs of (loop time / placements)
+    /// median over the runs of the mean timed region (select_cpu's and enqueue's work)
     pub ns_per_placement: f64,
     pub ns_p25: f64,
     pub ns_p75: f64,
     pub ns_min: f64,
     pub ns_max: f64,
-    /// the same loop's draws and state restores without the placement (included above)
+    /// per placement, over all runs: median and 99th percentile of the timed region (1 ns
+    /// buckets; the clock's own share, ns_harness, included)
+    pub ns_place_p50: f64,
+    pub ns_place_p99: f64,
+    /// the same timed region left empty: the clock's own share (included above)
     pub ns_harness: f64,
     /// CPUs probed per placement: select_idle_sibling's scanned (the fast checks count one)
     /// plus the enqueue's kick search
     pub cpus_examined: f64,
     pub scanned: f64,
     pub kick_scanned: f64,
+    /// the kick search's word tests per placement (64 CPUs of idle & allowed & an LLC each;
+    /// not counted in cpus_examined)
+    pub word_tests: f64,
     /// placements on an idle CPU select_cpu claimed (no enqueue, no kick search), percent
     pub direct_pct: f64,
 }
@@ -162,9 +186,10 @@ pub struct CostBpf<'obj> {
 /// Placements per BPF_PROG_TEST_RUN on an LLC of `n` CPUs: a test run cannot be interrupted,
 /// so a run is split into test runs of ~2^24 CPU probes at most (a placement that scans
 /// the whole LLC probes each CPU once; ~14 ns per probe measured on this project's 2-core
-/// host, so ~0.25 s per test run): Ctrl-C takes effect between them.
+/// host, so ~0.25 s per test run) and of 2^18 placements at most (each placement's own
+/// bookkeeping and timing is ~0.6-1 us there): Ctrl-C takes effect between them.
 fn chunk_for(n: u32) -> u32 {
-    ((1u32 << 24) / n.max(1)).clamp(1024, 1 << 20)
+    ((1u32 << 24) / n.max(1)).clamp(1024, 1 << 18)
 }
 
 impl<'obj> CostBpf<'obj> {
@@ -183,44 +208,59 @@ impl<'obj> CostBpf<'obj> {
         Ok(CostBpf { skel, chunk: 1024 })
     }
 
-    /// One LLC of `n` CPUs (pairs of threads with `smt`), `busy_pct` of them busy (a fixed
-    /// shuffle picks which). Returns (idle CPUs, nr_idle_scan without the small-LLC rule, with).
-    fn set_case(&mut self, n: u32, smt: bool, busy_pct: u32) -> Result<(u32, u64, u64)> {
+    /// `llcs` LLCs of `n` CPUs (pairs of threads with `smt`), `busy_pct` of each LLC's CPUs
+    /// busy (which ones: a shuffle seeded by `layout`). Returns (idle CPUs per LLC,
+    /// nr_idle_scan without the small-LLC rule, with).
+    fn set_case(
+        &mut self,
+        llcs: u32,
+        n: u32,
+        smt: bool,
+        busy_pct: u32,
+        layout: u64,
+    ) -> Result<(u32, u64, u64)> {
         let threads = if smt { 2 } else { 1 };
-        let desc = TopoDesc::synthetic(1, (n / threads) as usize, threads as usize, 1);
+        let desc = TopoDesc::synthetic(llcs as usize, (n / threads) as usize, threads as usize, 1);
         let topo = desc.build()?;
-        let mut cpus: Vec<usize> = (0..n as usize).collect();
-        cpus.shuffle(&mut StdRng::seed_from_u64(0x5150_u64 + n as u64));
+        let total = (llcs * n) as usize;
         let nbusy = ((busy_pct as u64 * n as u64 + 50) / 100) as usize;
-        let busy: Vec<usize> = cpus[..nbusy].to_vec();
-        let mut is_busy = vec![false; n as usize];
-        busy.iter().for_each(|&c| is_busy[c] = true);
+        let mut rng =
+            StdRng::seed_from_u64(0x5150 ^ n as u64 ^ ((llcs as u64) << 16) ^ (layout << 32));
+        let mut is_busy = vec![false; total];
+        for l in 0..llcs as usize {
+            let mut cpus: Vec<usize> = (l * n as usize..(l + 1) * n as usize).collect();
+            cpus.shuffle(&mut rng);
+            cpus[..nbusy].iter().for_each(|&c| is_busy[c] = true);
+        }
         let sum = sum_util_for_pct(busy_pct as u64, n as u64);
         let depth = scan_depth(sum, n as u64, DEFAULT_IMBALANCE_PCT, false);
         let depth_small = scan_depth(sum, n as u64, DEFAULT_IMBALANCE_PCT, true);
-        let has_idle_core =
-            smt && (0..n as usize / 2).any(|c| !is_busy[2 * c] && !is_busy[2 * c + 1]);
 
         let bss = self.skel.maps.bss_data.as_mut().context("no bss")?;
         // SAFETY: both are `struct sis_topo` of intf.h
         unsafe { copy_same_c_type(&*topo, &mut bss.topo) };
         bss.synth_idle = [0; MAX_CPUS / 64];
-        let wakers: Vec<usize> = if busy.is_empty() {
-            (0..n as usize).collect()
+        let wakers: Vec<usize> = if nbusy == 0 {
+            (0..total).collect()
         } else {
-            busy.clone()
+            (0..total).filter(|&c| is_busy[c]).collect()
         };
         for (i, &w) in wakers.iter().enumerate() {
             bss.wakers[i] = w as u16;
         }
         bss.cost_cfg.nr_wakers = wakers.len() as u32;
-        bss.cost_cfg.llc = 0;
-        bss.cost_cfg.has_idle_cores = has_idle_core as u32;
-        let l = &mut bss.llc_ctxs[0];
-        l.weight = n as u64;
-        l.util_sum = sum;
-        l.has_idle_cores = has_idle_core as u64;
-        l.nr_idle_scan = depth;
+        for l in 0..llcs as usize {
+            let base = l * n as usize;
+            let idle_core = smt
+                && (0..n as usize / 2)
+                    .any(|c| !is_busy[base + 2 * c] && !is_busy[base + 2 * c + 1]);
+            bss.llc_idle_cores[l] = idle_core as u8;
+            let lc = &mut bss.llc_ctxs[l];
+            lc.weight = n as u64;
+            lc.util_sum = sum;
+            lc.has_idle_cores = idle_core as u64;
+            lc.nr_idle_scan = depth;
+        }
         // SIS_PROP: the average idle period shrinks with the load, from the cap (2x
         // max_idle_balance_cost, 1 ms) at 0 % to 0 at 100 %; avg_scan_cost is measured
         // (bpf_ktime_get_ns), from 0, over the warm-up run
@@ -246,18 +286,39 @@ impl<'obj> CostBpf<'obj> {
         Ok((n - nbusy as u32, depth, depth_small))
     }
 
+    /// Every LLC's row of the statistics map, summed over the CPUs.
+    fn stats(&self) -> Result<Vec<u64>> {
+        let mut sum = vec![0u64; STAT_NR];
+        for l in 0..bi::sis_consts_MAX_LLCS {
+            let vals = self
+                .skel
+                .maps
+                .sis_stats
+                .lookup_percpu(&l.to_ne_bytes(), MapFlags::ANY)
+                .context("reading the statistics map")?
+                .unwrap_or_default();
+            for v in vals {
+                for (i, c) in v.chunks_exact(8).take(STAT_NR).enumerate() {
+                    sum[i] += u64::from_ne_bytes(c.try_into().expect("8 bytes"));
+                }
+            }
+        }
+        Ok(sum)
+    }
+
     /// One run of `placements`, in test runs of at most `self.chunk` (the first seeded with
-    /// `seed`, the next ones with seeds derived from it): (ns, placements, counters, direct),
-    /// summed over them.
+    /// `seed`, the next ones with seeds derived from it; a test run cannot be interrupted,
+    /// Ctrl-C takes effect between them), summed over them.
     fn run(
         &mut self,
         feat: u64,
         placements: u32,
         seed: u32,
         harness_only: bool,
-    ) -> Result<(u64, u64, Vec<u64>, u64)> {
-        let (mut ns, mut placed, mut direct) = (0u64, 0u64, 0u64);
-        let mut cnt = vec![0u64; bi::sis_stat_STAT_NR as usize];
+        cold: bool,
+        omit: u32,
+    ) -> Result<RunOut> {
+        let mut sum: Option<RunOut> = None;
         let mut left = placements;
         let mut i = 0u32;
         while left > 0 {
@@ -267,31 +328,43 @@ impl<'obj> CostBpf<'obj> {
             } else {
                 seed ^ i.wrapping_mul(0x9e37_79b9)
             };
-            let (t, p, c, d) = self.test_run(feat, now, s, harness_only)?;
-            ns += t;
-            placed += p;
-            direct += d;
-            cnt.iter_mut().zip(&c).for_each(|(a, b)| *a += b);
+            let o = self.test_run(feat, now, s, harness_only, cold, omit)?;
+            sum = Some(match sum {
+                None => o,
+                Some(mut a) => {
+                    a.add(&o);
+                    a
+                }
+            });
             left -= now;
             i += 1;
         }
-        Ok((ns, placed, cnt, direct))
+        sum.context("a run of no placements")
     }
 
-    /// One BPF_PROG_TEST_RUN: (ns, placements, counters, direct).
+    /// One BPF_PROG_TEST_RUN.
     fn test_run(
         &mut self,
         feat: u64,
         placements: u32,
         seed: u32,
         harness_only: bool,
-    ) -> Result<(u64, u64, Vec<u64>, u64)> {
+        cold: bool,
+        omit: u32,
+    ) -> Result<RunOut> {
+        self.skel
+            .maps
+            .sis_features
+            .update(&0u32.to_ne_bytes(), &feat.to_ne_bytes(), MapFlags::ANY)
+            .context("setting the feature word")?;
+        let before = self.stats()?;
         {
             let bss = self.skel.maps.bss_data.as_mut().context("no bss")?;
-            bss.cost_cfg.features = feat;
             bss.cost_cfg.nr_placements = placements;
             bss.cost_cfg.seed = seed;
             bss.cost_cfg.harness_only = harness_only as u32;
+            bss.cost_cfg.cold = cold as u32;
+            bss.cost_cfg.omit = omit;
             bss.cost_out.placements = 0;
         }
         let ret = self
@@ -304,6 +377,12 @@ impl<'obj> CostBpf<'obj> {
         if ret != 0 {
             bail!("the placement-cost program refused its configuration ({ret})");
         }
+        let cnt = self
+            .stats()?
+            .iter()
+            .zip(&before)
+            .map(|(a, b)| a - b)
+            .collect();
         let out = &self.skel.maps.bss_data.as_ref().context("no bss")?.cost_out;
         if out.placements != placements as u64 {
             bail!(
@@ -311,8 +390,97 @@ impl<'obj> CostBpf<'obj> {
                 out.placements
             );
         }
-        Ok((out.ns, out.placements, out.cnt.to_vec(), out.direct))
+        Ok(RunOut {
+            ns: out.ns,
+            placements: out.placements,
+            cnt,
+            direct: out.direct,
+            word_tests: out.word_tests,
+            hist: out.hist.to_vec(),
+        })
     }
+}
+
+/// What one run measured.
+struct RunOut {
+    ns: u64,
+    placements: u64,
+    cnt: Vec<u64>,
+    direct: u64,
+    word_tests: u64,
+    /// timed regions by ns (the last bucket open)
+    hist: Vec<u32>,
+}
+
+impl RunOut {
+    /// Another test run of the same run added in.
+    fn add(&mut self, o: &RunOut) {
+        self.ns += o.ns;
+        self.placements += o.placements;
+        self.direct += o.direct;
+        self.word_tests += o.word_tests;
+        self.cnt.iter_mut().zip(&o.cnt).for_each(|(a, b)| *a += b);
+        self.hist
+            .iter_mut()
+            .zip(&o.hist)
+            .for_each(|(a, b)| *a = a.saturating_add(*b));
+    }
+}
+
+/// The `p` quantile of a histogram of 1 ns buckets.
+fn hist_quantile(hist: &[u64], p: f64) -> f64 {
+    let total: u64 = hist.iter().sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let want = ((p * total as f64).ceil() as u64).max(1);
+    let mut acc = 0;
+    for (i, &h) in hist.iter().enumerate() {
+        acc += h;
+        if acc >= want {
+            return i as f64;
+        }
+    }
+    (hist.len() - 1) as f64
+}
+
+/// --omit's names → cost.bpf.c's COST_OMIT_* bits.
+fn omit_bits(names: &[String]) -> Result<u32> {
+    names.iter().try_fold(0, |acc, n| {
+        Ok(acc
+            | match n.trim() {
+                "features" => 1,
+                "reset" => 2,
+                "allowed" => 4,
+                "flush" => 8,
+                "kick" => 16,
+                _ => bail!("--omit: unknown step {n:?} (features, reset, allowed, flush, kick)"),
+            })
+    })
+}
+
+/// "LxC": L LLCs of C CPUs.
+pub fn parse_topology(spec: &str) -> Result<(u32, u32)> {
+    let (l, c) = spec
+        .trim()
+        .split_once(['x', 'X'])
+        .with_context(|| format!("--topologies: {spec:?} is not LxC (e.g. 64x8)"))?;
+    let (l, c): (u32, u32) = (
+        l.parse()
+            .with_context(|| format!("--topologies: {spec:?}: LLCs {l:?} is not a number"))?,
+        c.parse()
+            .with_context(|| format!("--topologies: {spec:?}: CPUs {c:?} is not a number"))?,
+    );
+    if !(1..=bi::sis_consts_MAX_LLCS).contains(&l) {
+        bail!(
+            "--topologies: {spec:?}: {l} LLCs is out of range (1..={})",
+            bi::sis_consts_MAX_LLCS
+        );
+    }
+    if c < 2 || l * c > MAX_CPUS as u32 {
+        bail!("--topologies: {spec:?}: LLCs of {c} CPUs, {} in all: each LLC needs 2 or more, the machine at most {MAX_CPUS}", l * c);
+    }
+    Ok((l, c))
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -324,16 +492,30 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * (x - lo as f64)
 }
 
-fn validate(opts: &CostOpts) -> Result<Vec<(String, u64)>> {
-    if opts.llc_sizes.is_empty() || opts.busy.is_empty() {
-        bail!("--llc-sizes and --busy need at least one value each");
+/// The machines to measure: (LLCs, CPUs per LLC).
+fn machines(opts: &CostOpts) -> Result<Vec<(u32, u32)>> {
+    if !opts.topologies.is_empty() {
+        return opts.topologies.iter().map(|t| parse_topology(t)).collect();
     }
     for &n in &opts.llc_sizes {
         if !(2..=MAX_CPUS as u32).contains(&n) {
             bail!("--llc-sizes: {n} is out of range (2..={MAX_CPUS})");
         }
+    }
+    Ok(opts.llc_sizes.iter().map(|&n| (1, n)).collect())
+}
+
+/// (LLCs, CPUs per LLC) of each machine, and each policy's (name, feature word).
+type Cases = (Vec<(u32, u32)>, Vec<(String, u64)>);
+
+fn validate(opts: &CostOpts) -> Result<Cases> {
+    if (opts.llc_sizes.is_empty() && opts.topologies.is_empty()) || opts.busy.is_empty() {
+        bail!("--llc-sizes (or --topologies) and --busy need at least one value each");
+    }
+    let machines = machines(opts)?;
+    for &(_, n) in &machines {
         if opts.smt && n % 2 != 0 {
-            bail!("--llc-sizes: {n} is odd; with --smt an LLC is made of 2-thread cores");
+            bail!("LLCs of {n} CPUs: odd; with --smt an LLC is made of 2-thread cores");
         }
     }
     if let Some(b) = opts.busy.iter().find(|&&b| b > 100) {
@@ -344,47 +526,66 @@ fn validate(opts: &CostOpts) -> Result<Vec<(String, u64)>> {
     } else {
         opts.policies.clone()
     };
-    specs.iter().map(|s| parse_policy(s)).collect()
+    let policies = specs
+        .iter()
+        .map(|s| parse_policy(s))
+        .collect::<Result<_>>()?;
+    Ok((machines, policies))
 }
 
-/// Every case: policies × LLC sizes × loads. Progress on stderr when `progress`.
+/// Every case: policies × machines × loads. Progress on stderr when `progress`.
 pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
-    let policies = validate(opts)?;
+    let (machines, policies) = validate(opts)?;
+    let omit = omit_bits(&opts.omit)?;
     let mut obj = MaybeUninit::uninit();
     let mut bpf = CostBpf::load(&mut obj)?;
-    let total = opts.llc_sizes.len() * opts.busy.len() * policies.len();
+    let total = machines.len() * opts.busy.len() * policies.len();
     let mut rows = vec![];
     let started = Instant::now();
-    for &n in &opts.llc_sizes {
+    for &(llcs, n) in &machines {
         for &busy in &opts.busy {
             for (name, feat) in &policies {
                 if progress {
                     eprintln!(
-                        "placement-cost: [{}/{total}] {name} llc {n} busy {busy}% ({:.0} s)",
+                        "placement-cost: [{}/{total}] {name} {llcs}x{n} busy {busy}% ({:.0} s)",
                         rows.len() + 1,
                         started.elapsed().as_secs_f64()
                     );
                 }
-                let (idle, depth, depth_small) = bpf.set_case(n, opts.smt, busy)?;
                 let small = crate::sis_util_depth::small_llc_on(*feat);
-                {
+                let case = |bpf: &mut CostBpf, layout: u64| -> Result<(u32, u64)> {
+                    let (idle, depth, depth_small) =
+                        bpf.set_case(llcs, n, opts.smt, busy, layout)?;
+                    let d = if small { depth_small } else { depth };
                     let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
-                    bss.llc_ctxs[0].nr_idle_scan = if small { depth_small } else { depth };
-                }
+                    bss.llc_ctxs[..llcs as usize]
+                        .iter_mut()
+                        .for_each(|l| l.nr_idle_scan = d);
+                    Ok((idle, d))
+                };
                 // warm-up: SIS_PROP's avg_scan_cost settles, code and data are cached
-                bpf.run(*feat, opts.placements, 1, false)?;
+                let (idle, depth) = case(&mut bpf, 0)?;
+                bpf.run(*feat, opts.placements, 1, false, opts.cold, omit)?;
                 let mut ns = vec![];
                 let mut harness = vec![];
-                let mut cnt = vec![0u64; bi::sis_stat_STAT_NR as usize];
-                let (mut placed, mut direct) = (0u64, 0u64);
+                let mut hist: Vec<u64> = vec![];
+                let mut cnt = vec![0u64; STAT_NR];
+                let (mut placed, mut direct, mut words) = (0u64, 0u64, 0u64);
                 for r in 0..opts.runs {
-                    let (t, p, c, d) = bpf.run(*feat, opts.placements, 2 + r, false)?;
-                    ns.push(t as f64 / p as f64);
-                    placed += p;
-                    direct += d;
-                    cnt.iter_mut().zip(&c).for_each(|(a, b)| *a += b);
-                    let (t, p, _, _) = bpf.run(*feat, opts.placements, 2 + r, true)?;
-                    harness.push(t as f64 / p as f64);
+                    // each run its own busy CPUs
+                    case(&mut bpf, 1 + r as u64)?;
+                    let o = bpf.run(*feat, opts.placements, 2 + r, false, opts.cold, omit)?;
+                    ns.push(o.ns as f64 / o.placements as f64);
+                    placed += o.placements;
+                    direct += o.direct;
+                    words += o.word_tests;
+                    cnt.iter_mut().zip(&o.cnt).for_each(|(a, b)| *a += b);
+                    hist.resize(o.hist.len(), 0);
+                    hist.iter_mut()
+                        .zip(&o.hist)
+                        .for_each(|(a, &b)| *a += b as u64);
+                    let o = bpf.run(*feat, opts.placements, 2 + r, true, opts.cold, omit)?;
+                    harness.push(o.ns as f64 / o.placements as f64);
                 }
                 ns.sort_by(|a, b| a.total_cmp(b));
                 harness.sort_by(|a, b| a.total_cmp(b));
@@ -392,11 +593,12 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
                 rows.push(Row {
                     policy: name.clone(),
                     features: features::to_words(*feat).join(" "),
+                    llcs,
                     llc_weight: n,
                     smt: opts.smt,
                     busy_pct: busy,
                     idle_cpus: idle,
-                    nr_idle_scan: if small { depth_small } else { depth },
+                    nr_idle_scan: depth,
                     runs: opts.runs,
                     placements_per_run: opts.placements,
                     ns_per_placement: percentile(&ns, 0.5),
@@ -404,10 +606,13 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
                     ns_p75: percentile(&ns, 0.75),
                     ns_min: ns[0],
                     ns_max: ns[ns.len() - 1],
+                    ns_place_p50: hist_quantile(&hist, 0.5),
+                    ns_place_p99: hist_quantile(&hist, 0.99),
                     ns_harness: percentile(&harness, 0.5),
                     cpus_examined: per(STAT_SCANNED) + per(STAT_KICK_SCANNED),
                     scanned: per(STAT_SCANNED),
                     kick_scanned: per(STAT_KICK_SCANNED),
+                    word_tests: words as f64 / placed as f64,
                     direct_pct: 100.0 * direct as f64 / placed as f64,
                 });
             }
@@ -418,30 +623,36 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<28} {:>4} {:>5} {:>6} {:>10} {:>17} {:>8} {:>9} {:>7} {:>7}",
+        "{:<28} {:>4} {:>4} {:>5} {:>6} {:>9} {:>15} {:>11} {:>7} {:>8} {:>6} {:>6} {:>7}",
         "policy",
+        "llcs",
         "llc",
         "busy%",
         "depth",
         "ns/place",
         "p25..p75",
-        "harness",
+        "p50/p99",
+        "clock",
         "examined",
         "kick",
+        "words",
         "direct%"
     );
     for r in rows {
         println!(
-            "{:<28} {:>4} {:>5} {:>6} {:>10.1} {:>17} {:>8.1} {:>9.2} {:>7.2} {:>7.1}",
+            "{:<28} {:>4} {:>4} {:>5} {:>6} {:>9.1} {:>15} {:>11} {:>7.1} {:>8.2} {:>6.2} {:>6.2} {:>7.1}",
             r.policy,
+            r.llcs,
             r.llc_weight,
             r.busy_pct,
             r.nr_idle_scan,
             r.ns_per_placement,
             format!("{:.1}..{:.1}", r.ns_p25, r.ns_p75),
+            format!("{:.0}/{:.0}", r.ns_place_p50, r.ns_place_p99),
             r.ns_harness,
             r.cpus_examined,
             r.kick_scanned,
+            r.word_tests,
             r.direct_pct
         );
     }
@@ -648,11 +859,14 @@ mod tests {
     fn opts(sizes: &[u32], busy: &[u32], smt: bool, policies: &[&str]) -> CostOpts {
         CostOpts {
             llc_sizes: sizes.to_vec(),
+            topologies: vec![],
             busy: busy.to_vec(),
             smt,
             policies: policies.iter().map(|s| s.to_string()).collect(),
             runs: 2,
             placements: 500,
+            cold: false,
+            omit: vec![],
             json: true,
             plot: None,
             loader: false,
@@ -716,6 +930,33 @@ mod tests {
         }
     }
 
+    /// The kick search at full load on machines of many LLCs: the own LLC's words, then one
+    /// pass over the machine's words, and no walk of the other LLCs (without the machine-wide
+    /// test: one word per other LLC, 64 at 64x8).
+    #[test]
+    fn placement_cost_kick_words_multi_llc() {
+        let mut o = opts(&[], &[100, 90], false, &["patched"]);
+        o.topologies = vec!["64x8".into(), "8x32".into(), "4x128".into()];
+        let rows = measure(&o, false).expect("placement-cost");
+        for (l, n, words) in [(64, 8, 1.0 + 8.0), (8, 32, 1.0 + 4.0), (4, 128, 2.0 + 8.0)] {
+            let r = rows
+                .iter()
+                .find(|r| r.llcs == l && r.llc_weight == n && r.busy_pct == 100)
+                .expect("row");
+            assert_eq!(r.word_tests, words, "{l}x{n}: {r:?}");
+            assert_eq!((r.kick_scanned, r.cpus_examined), (0.0, 1.0), "{r:?}");
+            // 90 %: idle CPUs everywhere, the search finds one (never more than the LLC's walk)
+            let r = rows
+                .iter()
+                .find(|r| r.llcs == l && r.llc_weight == n && r.busy_pct == 90)
+                .expect("row");
+            assert!(r.kick_scanned >= 1.0 && r.kick_scanned <= n as f64, "{r:?}");
+        }
+        assert!(parse_topology("0x8").is_err() && parse_topology("65x2").is_err());
+        assert!(parse_topology("2x300").is_err() && parse_topology("8").is_err());
+        assert_eq!(parse_topology("64x8").unwrap(), (64, 8));
+    }
+
     #[test]
     fn placement_cost_examined_smt() {
         let rows = measure(
@@ -738,7 +979,7 @@ mod tests {
     #[test]
     fn placement_cost_split_runs_add_up() {
         assert_eq!(chunk_for(512), 32768);
-        assert_eq!(chunk_for(2), 1 << 20);
+        assert_eq!(chunk_for(2), 1 << 18);
         let mut o = opts(&[512], &[100], false, &["unbounded"]);
         o.runs = 1;
         o.placements = 2 * chunk_for(512) + 100;

@@ -3,20 +3,28 @@
  * Placement cost on the host's CPU: the scheduler's wake-up path - the
  * production select_task_rq_fair() of sis.bpf.h, and, when it places the
  * task on no idle CPU, the enqueue's kick search of kick.bpf.h - run many
- * times in one BPF_PROG_TEST_RUN (bpf_loop inside the program), timed with
- * bpf_ktime_get_ns(), on one synthetic LLC whose idle mask, utilization and
+ * times in one BPF_PROG_TEST_RUN (a loop inside the program), on a
+ * synthetic machine of one or more LLCs whose idle mask, utilization and
  * SIS_PROP averages the caller sets through .bss (src/cost.rs).
  *
- * Each placement draws a waker CPU (a busy one, when any is busy), prev and
- * recent_used_cpu from the LLC, runs the path, then restores the state it
- * changed (the claimed CPU's idle bit, has_idle_cores, this CPU's
- * wake_avg_idle) so every placement sees the same load. The same loop with
- * cost_cfg.harness_only set does the draws and restores alone: the harness's
- * share of the time. No struct_ops, no sched_ext kfunc: loads on any kernel
- * that allows bpf().
+ * Each placement draws a waker CPU (a busy one, when any is busy), prev
+ * (any CPU) and recent_used_cpu (in prev's LLC), restores the state the
+ * previous placement changed (the claimed CPU's idle bit, has_idle_cores,
+ * this CPU's wake_avg_idle), then times, with bpf_ktime_get_ns() on each
+ * side, what ops.select_cpu and ops.enqueue do for it: the feature word's
+ * map lookup, the context's reset, p->cpus_ptr into it (copy_allowed, probe
+ * reads of a mask of every CPU), select_task_rq_fair(), the counters' flush into the
+ * per-CPU statistics map (ctx.bpf.h, the scheduler's own functions), and,
+ * when the task is queued, the kick search and its counting. Not timed:
+ * sched_ext's kfuncs (the idle mask's get/put, the claim's atomic, the DSQ
+ * insert), which a syscall program cannot call. The same loop with
+ * cost_cfg.harness_only set times an empty region: the clock's own share.
+ * No struct_ops, no sched_ext kfunc: loads on any kernel that allows bpf().
  */
 #include "synth.bpf.h"
 #include "sis.bpf.h"
+#pragma clang diagnostic ignored "-Wunused-function"	/* ctx.bpf.h's scheduler-only helpers */
+#include "ctx.bpf.h"
 #include "kick.bpf.h"
 
 char _license[] SEC("license") = "GPL";
@@ -24,41 +32,50 @@ char _license[] SEC("license") = "GPL";
 /* filled by the caller through the skeleton's bss (the machine: synth.bpf.h) */
 /* the CPUs a waker may run on (the busy ones, or all when none is busy) */
 u16 wakers[MAX_CPUS];
+/* each LLC's has_idle_cores, restored before each placement */
+u8 llc_idle_cores[MAX_LLCS];
+
+enum cost_consts {
+	COST_HIST		= 4096,	/* per-placement histogram: 1 ns buckets, the last one open */
+	COST_EVICT_LINES	= 1 << 16, /* --cold: 64 B lines written between placements (4 MiB) */
+	/* --omit: the feature word's lookup, the counters' reset, copy_allowed, their flush, the kick search */
+	COST_OMIT_FEATURES	= 1,
+	COST_OMIT_RESET		= 2,
+	COST_OMIT_ALLOWED	= 4,
+	COST_OMIT_FLUSH		= 8,
+	COST_OMIT_KICK		= 16,
+};
 
 struct cost_cfg {
-	u64 features;
-	u32 llc;		/* the LLC placed on (index) */
 	u32 nr_wakers;
 	u32 nr_placements;
 	u32 seed;
-	u32 has_idle_cores;	/* restored before each placement */
-	u32 harness_only;	/* the loop without the placement: its overhead */
+	u32 harness_only;	/* time an empty region: the clock's own share */
+	u32 cold;		/* write COST_EVICT_LINES lines between placements */
+	u32 omit;		/* COST_OMIT_*: steps left out of the timed region */
 };
 
 struct cost_out {
-	u64 ns;			/* bpf_ktime_get_ns() around the whole loop */
+	u64 ns;			/* the sum of the timed regions */
 	u64 placements;
 	u64 direct;		/* placed on a claimed idle CPU (no enqueue) */
 	u64 enqueued;		/* queued: the enqueue's kick search ran */
 	u64 kicked;		/* ... and found a CPU to kick */
-	u64 cnt[STAT_NR];
+	u64 word_tests;		/* the kick search's word tests (idle & allowed & the LLC's CPUs) */
+	u32 hist[COST_HIST];	/* timed regions by ns */
 };
 
 struct cost_cfg cost_cfg;
 struct cost_out cost_out;
+u64 cost_evict[COST_EVICT_LINES * 8];
+/* the wakee's cpus_ptr: every CPU (the caller's own mask would hold the host's CPUs only) */
+u64 cost_allowed[MAX_CPUS / 64] = { ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL };
 
 /*
- * The scheduler's feature word, declared as ctx.bpf.h declares it: the
- * loader's per-interval work is measured against this map (`placement-cost
- * --loader`), read through its mmap as the loader reads the scheduler's.
+ * The scheduler's feature word is ctx.bpf.h's sis_features: the loader's
+ * per-interval work is measured against it (`placement-cost --loader`), read
+ * through its mmap as the loader reads the scheduler's.
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, u64);
-} sis_features SEC(".maps");
 
 /* the wake-up's context and the two tasks' bookkeeping */
 static struct sis_ctx cost_ctx;
@@ -76,6 +93,7 @@ static __always_inline bool kick_candidate(struct kick_env *e, s32 cpu)
 
 static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w)
 {
+	cost_out.word_tests++;
 	return synth_idle[w & (MAX_CPUS / 64 - 1)];
 }
 
@@ -104,103 +122,155 @@ static __always_inline u32 masked(u32 v, u32 mask)
 
 struct loop_state {
 	u32 rng;
-	u32 llc;
-	u32 start;
-	u32 nr;
 	u64 jiffies;
 };
 
-static long place_one(u64 i, void *data)
-{
-	struct loop_state *st = data;
-	struct sis_ctx *c = &cost_ctx;
-	struct llc_ctx *lc = &llc_ctxs[masked(st->llc, MAX_LLCS - 1)];
-	struct cpu_ctx *tc;
-	struct kick_env e = {};
-	u32 nw = cost_cfg.nr_wakers, probed = 0, r;
-	s32 this_cpu, prev, recent, cpu;
+struct loop_state cost_st;
 
-	if (!st->nr || !nw || nw > MAX_CPUS)
+/* ops.select_cpu's and ops.enqueue's work for one wake-up, as wake.bpf.h and queue.bpf.h do it */
+static __noinline void place_timed(struct loop_state *st, s32 this_cpu, s32 prev)
+{
+	struct sis_ctx *c = &cost_ctx;
+	struct sis_counters *sc;
+	struct kick_env e = {};
+	u32 probed = 0, omit = cost_cfg.omit;
+	s32 cpu, llc;
+
+	/* wake_select_cpu(): the context */
+	c->feat = omit & COST_OMIT_FEATURES ? c->feat : features();
+	c->this_cpu = this_cpu;
+	c->prev = prev;
+	c->claimed = -1;
+	c->calib_target = -1;
+	if (!(omit & COST_OMIT_RESET))
+		__builtin_memset(c->cnt, 0, sizeof(c->cnt));
+	if (!(omit & COST_OMIT_ALLOWED))
+		copy_allowed(c, (const struct cpumask *)cost_allowed);
+
+	cpu = select_task_rq_fair(c, &cost_waker, &cost_wakee, prev, false);
+	if (c->claimed >= 0 && c->claimed == cpu) {
+		/* select_cpu's direct insert: no enqueue */
+		sis_inc(c, STAT_DIRECT);
+		if (!(omit & COST_OMIT_FLUSH))
+			flush_counters(c, cpu);
+		cost_out.direct++;
+		return;
+	}
+	if (!(omit & COST_OMIT_FLUSH))
+		flush_counters(c, cpu);
+	/* ops.enqueue (queue_enqueue, kick_for_work): queued on the LLC, an idle CPU to kick */
+	llc = sis_cpu_llc(cpu);
+	stat_inc(llc, STAT_ENQUEUE);
+	cost_out.enqueued++;
+	if (llc < 0 || llc >= MAX_LLCS || (omit & COST_OMIT_KICK))
+		return;
+	if (kick_search(&e, llc, this_cpu, c->feat, &probed) >= 0)
+		cost_out.kicked++;
+	sc = llc_counters(llc);
+	if (sc)
+		sc->cnt[STAT_KICK_SCANNED] += probed;
+}
+
+/* --cold: write a line in each of COST_EVICT_LINES, pushing the wake-up's data out of the caches */
+static __noinline void evict_caches(u32 salt)
+{
+	u32 k;
+
+	bpf_for(k, 0, COST_EVICT_LINES)
+		cost_evict[(k & (COST_EVICT_LINES - 1)) * 8] += salt;
+}
+
+/* a global function: verified once, not once per state of the caller's loop */
+__noinline int place_one(u32 i)
+{
+	struct loop_state *st = &cost_st;
+	struct sis_ctx *c = &cost_ctx;
+	struct cpu_ctx *tc;
+	u32 nw = cost_cfg.nr_wakers, nr = topo.nr_cpu_ids, r, start, n;
+	s32 this_cpu, prev, recent, l;
+	u64 t0, t1, d;
+
+	if (!nw || nw > MAX_CPUS || !nr || nr > MAX_CPUS)
 		return 1;
 	r = xorshift(&st->rng);
 	this_cpu = wakers[masked(r % nw, MAX_CPUS - 1)];
 	r = xorshift(&st->rng);
-	prev = topo.llc_cpus[masked(st->start + r % st->nr, MAX_CPUS - 1)];
+	prev = masked(r % nr, MAX_CPUS - 1);
+	l = sis_cpu_llc(prev);
+	if (l < 0 || l >= MAX_LLCS)
+		return 1;
+	start = topo.llc_start[l & (MAX_LLCS - 1)];
+	n = topo.llc_nr[l & (MAX_LLCS - 1)];
+	if (!n)
+		return 1;
 	r = xorshift(&st->rng);
-	recent = topo.llc_cpus[masked(st->start + r % st->nr, MAX_CPUS - 1)];
+	recent = topo.llc_cpus[masked(start + r % n, MAX_CPUS - 1)];
 
 	/* the state this placement sees: what the previous one changed, put back */
-	lc->has_idle_cores = cost_cfg.has_idle_cores;
+	llc_ctxs[l & (MAX_LLCS - 1)].has_idle_cores = llc_idle_cores[l & (MAX_LLCS - 1)];
+	l = sis_cpu_llc(this_cpu);
+	if (l >= 0 && l < MAX_LLCS)
+		llc_ctxs[l & (MAX_LLCS - 1)].has_idle_cores = llc_idle_cores[l & (MAX_LLCS - 1)];
 	tc = &cpu_ctxs[masked(this_cpu, MAX_CPUS - 1)];
 	tc->wake_avg_idle = tc->avg_idle / 2;
 	tc->wake_stamp = st->jiffies;
-	c->this_cpu = this_cpu;
-	c->prev = prev;
-	c->claimed = -1;
 	c->wakee_id = i;
 	cost_waker.last_wakee = -1;
 	cost_waker.wakee_flips = 0;
 	cost_waker.wakee_flip_decay_ts = st->jiffies;
 	cost_wakee.recent_used_cpu = recent;
 	cost_wakee.wakee_flips = 0;
-	if (cost_cfg.harness_only) {
-		barrier_var(prev);
-		return 0;
-	}
+	if (cost_cfg.cold)
+		evict_caches(i);
 
-	cpu = select_task_rq_fair(c, &cost_waker, &cost_wakee, prev, false);
-	if (c->claimed >= 0 && c->claimed == cpu) {
-		/* select_cpu's direct insert: no enqueue */
-		cost_out.direct++;
-	} else {
-		/* ops.enqueue: queued on the LLC, look for an idle CPU to kick */
-		cost_out.enqueued++;
-		if (kick_search(&e, sis_cpu_llc(cpu), this_cpu, c->feat, &probed) >= 0)
-			cost_out.kicked++;
-		c->cnt[STAT_KICK_SCANNED] += probed;
-	}
+	t0 = bpf_ktime_get_ns();
+	if (!cost_cfg.harness_only)
+		place_timed(st, this_cpu, prev);
+	t1 = bpf_ktime_get_ns();
+
+	d = t1 - t0;
+	cost_out.ns += d;
+	cost_out.hist[d < COST_HIST ? d : COST_HIST - 1]++;
 	if (c->claimed >= 0)
 		mask_set(synth_idle, c->claimed);
+	c->claimed = -1;
 	return 0;
 }
 
 SEC("syscall")
 int placement_cost(void *ctx)
 {
-	struct sis_ctx *c = &cost_ctx;
-	struct loop_state st = {};
-	u32 llc = cost_cfg.llc;
-	u64 t0, t1;
+	struct loop_state *st = &cost_st;
 	u32 i;
 
-	if (llc >= MAX_LLCS || cost_cfg.nr_placements > (1 << 23))
+	if (cost_cfg.nr_placements > (1 << 23))
 		return 1;
-	st.rng = cost_cfg.seed | 1;
-	st.llc = llc;
-	st.start = topo.llc_start[llc & (MAX_LLCS - 1)];
-	st.nr = topo.llc_nr[llc & (MAX_LLCS - 1)];
-	st.jiffies = bpf_jiffies64();
+	st->rng = cost_cfg.seed | 1;
+	st->jiffies = bpf_jiffies64();
 	/* the host's jiffies (SIS_PROP ages wake_avg_idle by them) */
 	synth_real_time = 1;
 
 	kick_llc_words_init();
-	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
+	cost_ctx.pcpu_kthread = 0;
+	cost_ctx.waker_load = 512;
+	cost_ctx.wakee_load = 256;
+	cost_ctx.claimed = -1;
+	cost_ctx.feat = features();
 	bpf_for(i, 0, MAX_CPUS / 64)
-		c->allowed[i & (MAX_CPUS / 64 - 1)] = ~0ULL;
-	c->feat = cost_cfg.features;
-	c->pcpu_kthread = 0;
-	c->waker_load = 512;
-	c->wakee_load = 256;
+		cost_ctx.allowed[i & (MAX_CPUS / 64 - 1)] = ~0ULL;
+	cost_out.ns = 0;
 	cost_out.direct = 0;
 	cost_out.enqueued = 0;
 	cost_out.kicked = 0;
+	cost_out.word_tests = 0;
+	bpf_for(i, 0, COST_HIST)
+		cost_out.hist[i & (COST_HIST - 1)] = 0;
 
-	t0 = bpf_ktime_get_ns();
-	bpf_loop(cost_cfg.nr_placements, place_one, &st, 0);
-	t1 = bpf_ktime_get_ns();
+	/* an open-coded loop: 6.18's verifier rejects iterators inside bpf_loop's callback here */
+	bpf_for(i, 0, cost_cfg.nr_placements)
+		if (place_one(i))
+			break;
 
-	cost_out.ns = t1 - t0;
 	cost_out.placements = cost_cfg.nr_placements;
-	__builtin_memcpy(cost_out.cnt, c->cnt, sizeof(cost_out.cnt));
 	return 0;
 }

@@ -98,6 +98,20 @@ static void flush_counters(struct sis_ctx *c, s32 cpu)
 		sc->cnt[i] += c->cnt[i];
 }
 
+/* p->cpus_ptr (@mask) into the wake-up's context (a probe read per word) */
+static void copy_allowed(struct sis_ctx *c, const struct cpumask *mask)
+{
+	u32 i;
+
+	bpf_for(i, 0, MAX_CPUS / 64) {
+		if (i * 64 >= topo.nr_cpu_ids) {
+			c->allowed[i & (MAX_CPUS / 64 - 1)] = 0;
+			continue;
+		}
+		c->allowed[i & (MAX_CPUS / 64 - 1)] = BPF_CORE_READ(mask, bits[i & (MAX_CPUS / 64 - 1)]);
+	}
+}
+
 static struct cpu_ctx *cpu_ctx(s32 cpu)
 {
 	if (cpu < 0 || cpu >= MAX_CPUS)

@@ -10,7 +10,9 @@
  * Before walking an LLC, its CPUs' words of the idle mask and of the task's
  * allowed mask are ANDed (word-parallel: 64 CPUs per test, only the words the
  * LLC spans): an LLC with no idle allowed CPU costs one to a few word tests,
- * and the walk of one that has one stops at that CPU. The test reads the
+ * and the walk of one that has one stops at that CPU. Before the other LLCs,
+ * one test over the machine's words: nothing idle and allowed anywhere ends
+ * the search there. The test reads the
  * very mask the walk reads, so it is exact on 6.12 (ops.update_idle before
  * the idle masks change) and on 7.x alike, and needs no count to keep.
  *
@@ -32,38 +34,82 @@ static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w);
 /* word w of the task's cpus_ptr */
 static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w);
 
-/* each LLC's CPUs as a mask, for the word-parallel test */
+/* each LLC's CPUs as a mask, for the word-parallel test, and the words it spans */
 static u64 kick_llc_words[MAX_LLCS][MAX_CPUS / 64];
+static u8 kick_llc_first[MAX_LLCS], kick_llc_last[MAX_LLCS];
 
 static __attribute__((unused)) void kick_llc_words_init(void)
 {
-	u32 cpu, i;
+	u32 cpu, i, w;
 	s32 l;
 
 	bpf_for(i, 0, MAX_LLCS * (MAX_CPUS / 64))
 		kick_llc_words[(i / (MAX_CPUS / 64)) & (MAX_LLCS - 1)][i & (MAX_CPUS / 64 - 1)] = 0;
+	bpf_for(i, 0, MAX_LLCS) {
+		kick_llc_first[i & (MAX_LLCS - 1)] = MAX_CPUS / 64;
+		kick_llc_last[i & (MAX_LLCS - 1)] = 0;
+	}
 	bpf_for(cpu, 0, MAX_CPUS) {
 		if (cpu >= topo.nr_cpu_ids)
 			break;
 		l = topo.cpu_llc[cpu & (MAX_CPUS - 1)];
 		if (l < 0 || l >= MAX_LLCS)
 			continue;
-		kick_llc_words[l & (MAX_LLCS - 1)][(cpu / 64) & (MAX_CPUS / 64 - 1)] |= 1ULL << (cpu % 64);
+		w = (cpu / 64) & (MAX_CPUS / 64 - 1);
+		kick_llc_words[l & (MAX_LLCS - 1)][w] |= 1ULL << (cpu % 64);
+		if (w < kick_llc_first[l & (MAX_LLCS - 1)])
+			kick_llc_first[l & (MAX_LLCS - 1)] = w;
+		if (w > kick_llc_last[l & (MAX_LLCS - 1)])
+			kick_llc_last[l & (MAX_LLCS - 1)] = w;
 	}
 }
 
-/* Has @llc an idle CPU the task may run on? (idle & allowed & llc) != 0 */
+/* word @w of idle & allowed: the task's mask read only when the idle word has a CPU */
+static __always_inline u64 kick_idle_allowed(struct kick_env *e, u32 w)
+{
+	u64 m = kick_idle_word(e, w);
+
+	return m ? m & kick_allowed_word(e, w) : 0;
+}
+
+/*
+ * Has @llc an idle CPU the task may run on? (idle & allowed & llc) != 0,
+ * over the words the LLC spans only.
+ */
 static __always_inline bool kick_llc_has_idle(struct kick_env *e, s32 llc)
+{
+	u32 first = kick_llc_first[llc & (MAX_LLCS - 1)], last = kick_llc_last[llc & (MAX_LLCS - 1)];
+	u32 k, w;
+
+	bpf_for(k, 0, MAX_CPUS / 64) {
+		u64 m;
+
+		w = first + k;
+		if (w > last || w >= MAX_CPUS / 64)
+			break;
+		m = kick_llc_words[llc & (MAX_LLCS - 1)][w & (MAX_CPUS / 64 - 1)];
+		if (m && (m & kick_idle_allowed(e, w)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Is any CPU of the machine idle and allowed? One pass over the machine's
+ * words, before the walk of the other LLCs: at full load the search ends
+ * here, whatever the number of LLCs (O(CPUs / 64) word tests, not O(LLCs x
+ * CPUs / 64)). It reads the very mask the walk reads (the builtin idle mask
+ * the kernel keeps, even while sched_ext bypasses and skips
+ * ops.update_idle), so it cannot disagree with the walk: no summary to keep.
+ */
+static __always_inline bool kick_machine_has_idle(struct kick_env *e)
 {
 	u32 w;
 
 	bpf_for(w, 0, MAX_CPUS / 64) {
-		u64 m;
-
 		if (w * 64 >= topo.nr_cpu_ids)
 			break;
-		m = kick_llc_words[llc & (MAX_LLCS - 1)][w & (MAX_CPUS / 64 - 1)];
-		if (m && (m & kick_idle_word(e, w) & kick_allowed_word(e, w)))
+		if (kick_idle_allowed(e, w))
 			return true;
 	}
 	return false;
@@ -151,6 +197,9 @@ static __always_inline s32 kick_search(struct kick_env *e, s32 llc, s32 this_cpu
 	cpu = kick_search_llc(e, llc, this_cpu, feat, probed);
 	if (cpu >= 0 || llc < 0 || llc >= MAX_LLCS)
 		return cpu;
+	/* nothing idle anywhere: no walk of the other LLCs */
+	if (topo.nr_llcs > 1 && !kick_machine_has_idle(e))
+		return -1;
 	bpf_for(k, 0, topo.nr_llcs - 1) {
 		if (k >= MAX_LLCS)
 			break;

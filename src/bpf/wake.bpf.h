@@ -207,20 +207,6 @@ int BPF_PROG(sisutil_waking, struct task_struct *p)
 	return 0;
 }
 
-static void copy_allowed(struct sis_ctx *c, const struct task_struct *p)
-{
-	const struct cpumask *mask = p->cpus_ptr;
-	u32 i;
-
-	bpf_for(i, 0, MAX_CPUS / 64) {
-		if (i * 64 >= topo.nr_cpu_ids) {
-			c->allowed[i & (MAX_CPUS / 64 - 1)] = 0;
-			continue;
-		}
-		c->allowed[i & (MAX_CPUS / 64 - 1)] = BPF_CORE_READ(mask, bits[i & (MAX_CPUS / 64 - 1)]);
-	}
-}
-
 /*
  * current's record_wakee() state: its task storage, created for tasks the
  * scheduler does not manage; the idle task (interrupt wake-ups) has a
@@ -300,7 +286,7 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 	/* is_per_cpu_kthread(current); in_task() is taken as true (DESIGN.md) */
 	c->pcpu_kthread = (cur->flags & PF_KTHREAD) && cur->nr_cpus_allowed == 1;
 	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
-	copy_allowed(c, p);
+	copy_allowed(c, p->cpus_ptr);
 
 	/* TTWU_QUEUE_DESCHED: the activation happens on prev, no select_task_rq() at all */
 	cpu = ttwu_desched_select(c, &tctx->desched_wakeup);
