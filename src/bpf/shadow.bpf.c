@@ -135,38 +135,15 @@ static __always_inline void mask_put(u64 *mask, s32 cpu)
 }
 
 /*
- * cpu_rq(cpu) without per-CPU symbols (kernels without CONFIG_KALLSYMS_ALL
- * cannot resolve runqueues or sd_llc_shared for BPF): the root task group's
- * cfs_rq[cpu] is &cpu_rq(cpu)->cfs, and its ->rq is the runqueue. The root
- * group is reached from current's group through ->parent.
+ * cpu_rq(cpu): the per-CPU runqueues symbol (declared by scx/common.bpf.h), which needs
+ * CONFIG_KALLSYMS_ALL (Debian's kernels have it). The root task group's cfs_rq[cpu]->rq
+ * would avoid the symbol, but tg->cfs_rq became a per-CPU pointer in 7.x.
  */
-static struct cfs_rq **root_cfs_rqs;
-
-static struct rq *shadow_rq(s32 cpu)
+static __always_inline struct rq *shadow_rq(s32 cpu)
 {
-	struct cfs_rq *cfs = NULL;
-
-	if (cpu < 0 || cpu >= MAX_CPUS || !root_cfs_rqs)
+	if (cpu < 0 || cpu >= MAX_CPUS)
 		return NULL;
-	bpf_probe_read_kernel(&cfs, sizeof(cfs), &root_cfs_rqs[cpu]);
-	return cfs ? BPF_CORE_READ(cfs, rq) : NULL;
-}
-
-static void find_root_group(struct task_struct *cur)
-{
-	struct task_group *tg = BPF_CORE_READ(cur, sched_task_group), *up;
-	int i;
-
-	if (root_cfs_rqs)
-		return;
-	for (i = 0; i < 32 && tg; i++) {
-		up = BPF_CORE_READ(tg, parent);
-		if (!up) {
-			bpf_core_read(&root_cfs_rqs, sizeof(root_cfs_rqs), &tg->cfs_rq);
-			return;
-		}
-		tg = up;
-	}
+	return (struct rq *)bpf_per_cpu_ptr(&runqueues, cpu);
 }
 
 /* idle_cpu() (the state available_idle_cpu() reads; no vcpu_is_preempted(), see DESIGN) */
@@ -319,7 +296,6 @@ static int on_entry(struct task_struct *p, s32 prev, u32 wake_flags)
 	cnt_inc(SHADOW_CALLS);
 	if (!s)
 		return 0;
-	find_root_group(cur);
 	s->p = 0;
 	/* fork and exec balance in sched_balance_find_dst_cpu(): not this path */
 	if (!(wake_flags & SHADOW_WF_TTWU))
