@@ -188,4 +188,15 @@ fn main() {
         .enable_skel("src/bpf/cost.bpf.c", "cost")
         .build()
         .unwrap();
+    // `scx_sisutil shadow`: the tracer of the kernel's decisions, and their replay
+    scx_cargo::BpfBuilder::new()
+        .unwrap()
+        .enable_skel("src/bpf/shadow.bpf.c", "shadow")
+        .build()
+        .unwrap();
+    scx_cargo::BpfBuilder::new()
+        .unwrap()
+        .enable_skel("src/bpf/shadow_replay.bpf.c", "shadow_replay")
+        .build()
+        .unwrap();
 }

@@ -16,6 +16,7 @@ mod latency;
 mod loader;
 mod plot;
 mod scheduler;
+mod shadow;
 #[cfg(test)]
 mod sis_model;
 #[cfg(test)]
@@ -116,6 +117,10 @@ enum Cmd {
     /// scheduler's own BPF path, run natively; root, no sched_ext needed); --loader: the
     /// loader's per-interval work
     PlacementCost(cost::CostOpts),
+    /// The kernel as the oracle: record every wake-up placement the fair class makes and
+    /// replay it through the scheduler's own wake path (agreement, races, the step of each
+    /// disagreement) and under each preset (root; no sched_ext needed, none attached)
+    Shadow(shadow::ShadowOpts),
     /// List the presets: features on and the kernel each stands for
     Presets {
         /// JSON instead of the table
@@ -295,6 +300,7 @@ fn main() {
             shutdown_flag().and_then(|s| latency::latency_main(&o, &|| s.load(Ordering::Relaxed)))
         }
         Some(Cmd::PlacementCost(o)) => cost::cost_main(&o),
+        Some(Cmd::Shadow(o)) => shutdown_flag().and_then(|s| shadow::shadow_main(&o, &s)),
         Some(Cmd::Presets { json }) => features::presets_main(json),
     };
     if let Err(e) = res {

@@ -293,6 +293,62 @@ vm_tests! {
 }
 
 // ---------------------------------------------------------------------------------------
+// D2. shadow: the kernel as the oracle. The kernel's own wake-up placements (EEVDF, no
+// sched_ext attached) under mixed load, replayed through the port: >= 1000 compared,
+// >= 95 % agreement, and the mutant port (scan from target) on the same records agrees less.
+
+const SHADOW_MIN_COMPARED: u64 = 1000;
+const SHADOW_MIN_AGREEMENT_PCT: f64 = 95.0;
+
+fn shadow(name: &str, kernel: &str, modes: &[&str]) {
+    let mut checks = vec!["no sched_ext scheduler attached".to_string()];
+    for m in modes {
+        checks.push(format!("{m}: attachment = {m}"));
+        checks.push(format!("{m}: the mutant replays the same records"));
+        checks.push(format!("{m}: the mutant port agrees less"));
+    }
+    let checks: Vec<&str> = checks.iter().map(String::as_str).collect();
+    let o = run_script(
+        name,
+        Vm::new(kernel, 600).smp(SMT2LLC),
+        &format!("shadow.sh 8 {}", modes.join(" ")),
+        &checks,
+        &[],
+    );
+    for m in modes {
+        let f = |k: &str| -> f64 {
+            o.figure(&format!("{m}_{k}"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{name}: no FIGURE {m}_{k}"))
+        };
+        let (compared, pct, mutant) =
+            (f("compared"), f("agreement_pct"), f("mutant_agreement_pct"));
+        println!(
+            "{name}: {m}: {compared} compared wake-ups ({} racy, {} dropped), agreement {pct:.2} %, mutant {mutant:.2} %",
+            f("racy"),
+            f("dropped")
+        );
+        assert!(
+            compared >= SHADOW_MIN_COMPARED as f64,
+            "{name}: {m}: {compared} compared"
+        );
+        assert!(
+            pct >= SHADOW_MIN_AGREEMENT_PCT,
+            "{name}: {m}: agreement {pct} %"
+        );
+        assert!(
+            mutant < pct,
+            "{name}: {m}: the mutant agrees as often ({mutant} %)"
+        );
+    }
+}
+
+vm_tests! {
+    shadow_7 = shadow("7", &["fentry", "kprobe"]);
+    shadow_6_12 = shadow("6.12", &["fentry"]);
+}
+
+// ---------------------------------------------------------------------------------------
 // E. errors: one clear line for each first mistake.
 
 #[test]

@@ -1,0 +1,407 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * `scx_sisutil shadow`: the kernel's own wake-up placement as the oracle.
+ * At entry of select_task_rq_fair(p, prev_cpu, wake_flags) this object
+ * snapshots everything the CFS decision reads (fair.c, v6.12 .. 7.x):
+ *
+ *   select_task_rq_fair  smp_processor_id(), prev, wake_flags, p->cpus_ptr,
+ *                        record_wakee/wake_wide: current->last_wakee,
+ *                        ->wakee_flips, ->wakee_flip_decay_ts, p->wakee_flips
+ *   wake_affine_idle     available_idle_cpu(this, prev), this_rq nr_running
+ *   wake_affine_weight   cpu_load() of this and prev, task_h_load(current),
+ *                        task_h_load(p), capacity_of() of both
+ *   select_idle_sibling  available_idle_cpu / sched_idle_cpu of every CPU of
+ *                        the two LLCs involved, is_per_cpu_kthread(current)
+ *                        && in_task(), p->recent_used_cpu, and of
+ *                        sd_llc_shared: has_idle_cores, nr_idle_scan
+ *
+ * and at exit the CPU the kernel chose, with the same idle state re-read (a
+ * change between the two is a race, not a disagreement: src/shadow.rs). Two
+ * attachments of one object: fentry/fexit where trampolines are allowed,
+ * kprobe/kretprobe elsewhere (select_task_rq_fair is called through
+ * sched_class->select_task_rq, never inlined). All kernel reads are CO-RE
+ * (BPF_CORE_READ, field flavours for renames) so one object runs on 6.12
+ * and 7.x. Records go to a perf event array: one ring per CPU, the losses
+ * counted by the kernel and reported to the reader; a failed output is
+ * counted here too (per CPU). No sched_ext kfunc, no struct_ops.
+ *
+ * select_task_rq_fair runs with p->pi_lock held, interrupts off: the entry
+ * and the exit of one call are on one CPU with nothing between them on it,
+ * so a per-CPU slot carries the snapshot from one to the other.
+ */
+#include <scx/common.bpf.h>
+#include "intf.h"
+
+char _license[] SEC("license") = "GPL";
+
+/* kernel/sched/sched.h (stable since v5.16) */
+#define SHADOW_WF_TTWU		0x08
+#define SHADOW_PF_KTHREAD	0x00200000
+#define SHADOW_PF_EXITING	0x00000004
+#define SHADOW_MAX_LEVELS	8
+#define MASK_WORDS		(MAX_CPUS / 64)
+
+/* the topology (loader, before load): which CPUs make each LLC */
+const volatile struct sis_topo topo;
+
+/* One wake-up; field order is the record's ABI with src/shadow.rs (through the skeleton). */
+struct shadow_rec {
+	u64 jiffies;
+	u64 ns;			/* bpf_ktime_get_ns(): with jiffies, the kernel's HZ */
+	s32 this_cpu;
+	s32 prev;
+	s32 chosen;		/* the kernel's answer (exit) */
+	u32 wake_flags;
+	s32 recent_used_cpu;	/* p->recent_used_cpu at entry */
+	u32 pcpu_kthread;	/* is_per_cpu_kthread(current) && in_task() */
+	u32 sync;		/* WF_SYNC && !(current->flags & PF_EXITING) */
+	u32 last_wakee_is_p;	/* current->last_wakee == p */
+	u32 waker_flips;
+	u32 wakee_flips;
+	u64 waker_decay_ts;
+	u32 waker_flips_exit;	/* after the kernel's record_wakee() */
+	u32 this_nr_running;
+	u64 waker_decay_ts_exit;
+	u64 this_load;		/* cpu_load(this_rq) */
+	u64 prev_load;
+	u64 waker_load;		/* task_h_load(current) */
+	u64 wakee_load;		/* task_h_load(p) */
+	u64 this_cap;		/* capacity_of(this_cpu) */
+	u64 prev_cap;
+	s32 has_idle_cores[2];	/* sd_llc_shared of [0] this_cpu, [1] prev; -1 no sd_llc_shared */
+	s32 nr_idle_scan[2];
+	s32 has_idle_cores_exit[2];
+	s32 nr_idle_scan_exit[2];
+	u64 avg_idle;		/* this_rq->avg_idle (for the SIS_PROP counterfactual) */
+	u64 avail_idle[MASK_WORDS];	/* available_idle_cpu(), CPUs of the two LLCs */
+	u64 sched_idle[MASK_WORDS];	/* sched_idle_cpu() */
+	u64 idle_exit[MASK_WORDS];	/* available_idle_cpu() || sched_idle_cpu() at exit */
+	u64 read[MASK_WORDS];		/* the CPUs whose state was read */
+	u64 allowed[MASK_WORDS];	/* p->cpus_ptr */
+};
+
+/* the skeleton exports the record's type through this */
+struct shadow_rec shadow_rec_layout;
+
+struct shadow_slot {
+	struct shadow_rec rec;
+	u64 p;			/* the task of the call in progress, 0 none */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct shadow_slot);
+} slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(u32));
+	__uint(value_size, sizeof(u32));
+} events SEC(".maps");
+
+enum shadow_cnt {
+	SHADOW_CALLS,		/* entries seen */
+	SHADOW_OUT_FAILED,	/* records the perf ring refused (full) */
+	SHADOW_UNMATCHED,	/* exits without an entry */
+	SHADOW_NR_CNT,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SHADOW_NR_CNT);
+	__type(key, u32);
+	__type(value, u64);
+} counters SEC(".maps");
+
+/* cfs_rq->h_nr_idle (v6.14+) was idle_h_nr_running */
+struct cfs_rq___old {
+	unsigned int idle_h_nr_running;
+} __attribute__((preserve_access_index));
+
+static __always_inline void cnt_inc(u32 i)
+{
+	u64 *v = bpf_map_lookup_elem(&counters, &i);
+
+	if (v)
+		(*v)++;
+}
+
+static __always_inline void mask_put(u64 *mask, s32 cpu)
+{
+	if (cpu >= 0 && cpu < MAX_CPUS)
+		mask[((u32)cpu / 64) & (MASK_WORDS - 1)] |= 1ULL << ((u32)cpu % 64);
+}
+
+/*
+ * cpu_rq(cpu): the per-CPU runqueues symbol (declared by scx/common.bpf.h), which needs
+ * CONFIG_KALLSYMS_ALL (Debian's kernels have it). The root task group's cfs_rq[cpu]->rq
+ * would avoid the symbol, but tg->cfs_rq became a per-CPU pointer in 7.x.
+ */
+static __always_inline struct rq *shadow_rq(s32 cpu)
+{
+	if (cpu < 0 || cpu >= MAX_CPUS)
+		return NULL;
+	return (struct rq *)bpf_per_cpu_ptr(&runqueues, cpu);
+}
+
+/* idle_cpu() (the state available_idle_cpu() reads; no vcpu_is_preempted(), see DESIGN) */
+static bool rq_idle(struct rq *rq)
+{
+	return BPF_CORE_READ(rq, curr) == BPF_CORE_READ(rq, idle) &&
+	       !BPF_CORE_READ(rq, nr_running) && !BPF_CORE_READ(rq, ttwu_pending);
+}
+
+/* sched_idle_cpu(): rq->nr_running && rq->nr_running == rq->cfs.h_nr_idle */
+static bool rq_sched_idle(struct rq *rq)
+{
+	u32 nr = BPF_CORE_READ(rq, nr_running), idle;
+
+	if (bpf_core_field_exists(rq->cfs.h_nr_idle))
+		idle = BPF_CORE_READ(rq, cfs.h_nr_idle);
+	else
+		idle = BPF_CORE_READ((struct cfs_rq___old *)&rq->cfs, idle_h_nr_running);
+	return nr && nr == idle;
+}
+
+/* the CPUs of @cpu's LLC: idle (available, sched) at entry, or idle at exit */
+static void read_llc(struct shadow_rec *r, s32 cpu, bool exit)
+{
+	s32 llc;
+	u32 i, start, nr;
+
+	if (cpu < 0 || cpu >= MAX_CPUS)
+		return;
+	llc = topo.cpu_llc[cpu & (MAX_CPUS - 1)];
+	if (llc < 0 || llc >= MAX_LLCS)
+		return;
+	start = topo.llc_start[llc & (MAX_LLCS - 1)];
+	nr = topo.llc_nr[llc & (MAX_LLCS - 1)];
+	bpf_for(i, 0, nr) {
+		s32 c = topo.llc_cpus[(start + i) & (MAX_CPUS - 1)];
+		struct rq *rq = shadow_rq(c);
+		bool avail, sidle;
+
+		if (!rq)
+			continue;
+		avail = rq_idle(rq);
+		sidle = rq_sched_idle(rq);
+		if (exit) {
+			if (avail || sidle)
+				mask_put(r->idle_exit, c);
+			continue;
+		}
+		mask_put(r->read, c);
+		if (avail)
+			mask_put(r->avail_idle, c);
+		if (sidle)
+			mask_put(r->sched_idle, c);
+	}
+}
+
+/*
+ * per_cpu(sd_llc_shared, cpu) = highest_flag_domain(cpu, SD_SHARE_LLC)->shared,
+ * and only SD_SHARE_LLC domains have ->shared (sd_init()): the highest domain
+ * of rq->sd with one.
+ */
+static void read_llc_shared(s32 cpu, s32 *has_idle_cores, s32 *nr_idle_scan)
+{
+	struct rq *rq = shadow_rq(cpu);
+	struct sched_domain *sd;
+	struct sched_domain_shared *sds = NULL, *sh;
+	int i;
+
+	*has_idle_cores = -1;
+	*nr_idle_scan = -1;
+	if (!rq)
+		return;
+	sd = BPF_CORE_READ(rq, sd);
+	for (i = 0; i < SHADOW_MAX_LEVELS && sd; i++) {
+		sh = BPF_CORE_READ(sd, shared);
+		if (sh)
+			sds = sh;
+		sd = BPF_CORE_READ(sd, parent);
+	}
+	if (!sds)
+		return;
+	*has_idle_cores = BPF_CORE_READ(sds, has_idle_cores);
+	*nr_idle_scan = BPF_CORE_READ(sds, nr_idle_scan);
+}
+
+static __always_inline u64 cfs_load(struct cfs_rq *cfs)
+{
+	return BPF_CORE_READ(cfs, avg.load_avg);
+}
+
+/*
+ * task_h_load() (fair.c): p's load seen from the root, with
+ * update_cfs_rq_h_load()'s per-jiffy cache: the walk up stops at the first
+ * cfs_rq updated this jiffy (its h_load) or at the root (its load), then
+ * h_load comes down level by level, each a truncating division as there.
+ */
+static u64 task_h_load(struct task_struct *p, u64 now)
+{
+	struct cfs_rq *cfs[SHADOW_MAX_LEVELS + 1] = {};
+	struct sched_entity *se[SHADOW_MAX_LEVELS + 1] = {};
+	struct sched_entity *s;
+	u64 h = 0, load = BPF_CORE_READ(p, se.avg.load_avg);
+	int i, top = -1;
+
+	if (!bpf_core_field_exists(p->se.cfs_rq))
+		return load;	/* !CONFIG_FAIR_GROUP_SCHED */
+	cfs[0] = BPF_CORE_READ(p, se.cfs_rq);
+	for (i = 0; i < SHADOW_MAX_LEVELS; i++) {
+		struct cfs_rq *c = cfs[i];
+
+		if (!c)
+			return load;
+		if (BPF_CORE_READ(c, last_h_load_update) == now) {
+			h = BPF_CORE_READ(c, h_load);
+			top = i;
+			break;
+		}
+		/* the group entity that owns c: c->tg->se[cpu], its parent's cfs_rq */
+		s = i ? BPF_CORE_READ(se[i - 1], parent) : BPF_CORE_READ(p, se.parent);
+		se[i] = s;
+		if (!s) {
+			h = cfs_load(c);
+			top = i;
+			break;
+		}
+		cfs[i + 1] = BPF_CORE_READ(s, cfs_rq);
+	}
+	if (top < 0)
+		return load;	/* deeper than SHADOW_MAX_LEVELS: not expected */
+	for (i = SHADOW_MAX_LEVELS - 1; i >= 0; i--) {
+		if (i >= top)
+			continue;
+		/* cfs[i] is owned by se[i], queued on cfs[i + 1] */
+		h = h * BPF_CORE_READ(se[i], avg.load_avg) / (cfs_load(cfs[i + 1]) + 1);
+	}
+	return load * h / (cfs_load(cfs[0]) + 1);
+}
+
+static int on_entry(struct task_struct *p, s32 prev, u32 wake_flags)
+{
+	u32 zero = 0, i, words;
+	struct shadow_slot *s = bpf_map_lookup_elem(&slots, &zero);
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct shadow_rec *r;
+	struct rq *this_rq, *prev_rq;
+	s32 this_cpu = bpf_get_smp_processor_id();
+	const struct cpumask *mask;
+	u32 cur_flags;
+
+	cnt_inc(SHADOW_CALLS);
+	if (!s)
+		return 0;
+	s->p = 0;
+	/* fork and exec balance in sched_balance_find_dst_cpu(): not this path */
+	if (!(wake_flags & SHADOW_WF_TTWU))
+		return 0;
+	r = &s->rec;
+	__builtin_memset(r, 0, sizeof(*r));
+	r->jiffies = bpf_jiffies64();
+	r->ns = bpf_ktime_get_ns();
+	r->this_cpu = this_cpu;
+	r->prev = prev;
+	r->chosen = -1;
+	r->wake_flags = wake_flags;
+	r->recent_used_cpu = BPF_CORE_READ(p, recent_used_cpu);
+	cur_flags = BPF_CORE_READ(cur, flags);
+	/* in_task() is not read (preempt_count needs a per-CPU symbol): see DESIGN */
+	r->pcpu_kthread = (cur_flags & SHADOW_PF_KTHREAD) &&
+			  BPF_CORE_READ(cur, nr_cpus_allowed) == 1;
+	r->sync = (wake_flags & 0x10) && !(cur_flags & SHADOW_PF_EXITING);
+	r->last_wakee_is_p = BPF_CORE_READ(cur, last_wakee) == p;
+	r->waker_flips = BPF_CORE_READ(cur, wakee_flips);
+	r->waker_decay_ts = BPF_CORE_READ(cur, wakee_flip_decay_ts);
+	r->wakee_flips = BPF_CORE_READ(p, wakee_flips);
+
+	this_rq = shadow_rq(this_cpu);
+	prev_rq = prev >= 0 && prev < MAX_CPUS ? shadow_rq(prev) : NULL;
+	if (this_rq) {
+		r->this_nr_running = BPF_CORE_READ(this_rq, nr_running);
+		r->this_load = cfs_load(&this_rq->cfs);
+		r->this_cap = BPF_CORE_READ(this_rq, cpu_capacity);
+		r->avg_idle = BPF_CORE_READ(this_rq, avg_idle);
+	}
+	if (prev_rq) {
+		r->prev_load = cfs_load(&prev_rq->cfs);
+		r->prev_cap = BPF_CORE_READ(prev_rq, cpu_capacity);
+	}
+	r->wakee_load = task_h_load(p, r->jiffies);
+	if (r->sync)
+		r->waker_load = task_h_load(cur, r->jiffies);
+
+	words = (topo.nr_cpu_ids + 63) / 64;
+	mask = BPF_CORE_READ(p, cpus_ptr);
+	bpf_for(i, 0, MASK_WORDS) {
+		u64 w = 0;
+
+		if (i >= words || !mask)
+			break;
+		bpf_core_read(&w, sizeof(w), &mask->bits[i]);
+		r->allowed[i & (MASK_WORDS - 1)] = w;
+	}
+
+	read_llc(r, this_cpu, false);
+	if (topo.cpu_llc[prev & (MAX_CPUS - 1)] != topo.cpu_llc[this_cpu & (MAX_CPUS - 1)])
+		read_llc(r, prev, false);
+	read_llc_shared(this_cpu, &r->has_idle_cores[0], &r->nr_idle_scan[0]);
+	read_llc_shared(prev, &r->has_idle_cores[1], &r->nr_idle_scan[1]);
+	s->p = (u64)p;
+	return 0;
+}
+
+static int on_exit(void *ctx, s32 ret)
+{
+	u32 zero = 0;
+	struct shadow_slot *s = bpf_map_lookup_elem(&slots, &zero);
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct shadow_rec *r;
+
+	if (!s || !s->p) {
+		if (s)
+			cnt_inc(SHADOW_UNMATCHED);
+		return 0;
+	}
+	s->p = 0;
+	r = &s->rec;
+	r->chosen = ret;
+	r->waker_flips_exit = BPF_CORE_READ(cur, wakee_flips);
+	r->waker_decay_ts_exit = BPF_CORE_READ(cur, wakee_flip_decay_ts);
+	read_llc(r, r->this_cpu, true);
+	if (topo.cpu_llc[r->prev & (MAX_CPUS - 1)] != topo.cpu_llc[r->this_cpu & (MAX_CPUS - 1)])
+		read_llc(r, r->prev, true);
+	read_llc_shared(r->this_cpu, &r->has_idle_cores_exit[0], &r->nr_idle_scan_exit[0]);
+	read_llc_shared(r->prev, &r->has_idle_cores_exit[1], &r->nr_idle_scan_exit[1]);
+	if (bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, r, sizeof(*r)))
+		cnt_inc(SHADOW_OUT_FAILED);
+	return 0;
+}
+
+SEC("fentry/select_task_rq_fair")
+int BPF_PROG(shadow_fentry, struct task_struct *p, int prev_cpu, int wake_flags)
+{
+	return on_entry(p, prev_cpu, wake_flags);
+}
+
+SEC("fexit/select_task_rq_fair")
+int BPF_PROG(shadow_fexit, struct task_struct *p, int prev_cpu, int wake_flags, int ret)
+{
+	return on_exit(ctx, ret);
+}
+
+SEC("kprobe/select_task_rq_fair")
+int BPF_KPROBE(shadow_kprobe, struct task_struct *p, int prev_cpu, int wake_flags)
+{
+	return on_entry(p, prev_cpu, wake_flags);
+}
+
+SEC("kretprobe/select_task_rq_fair")
+int BPF_KRETPROBE(shadow_kretprobe, int ret)
+{
+	return on_exit(ctx, ret);
+}

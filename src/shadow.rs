@@ -1,0 +1,947 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! `scx_sisutil shadow`: the kernel as the oracle. Every wake-up the fair class places
+//! (select_task_rq_fair with WF_TTWU) is snapshotted at entry and its CPU taken at exit
+//! (src/bpf/shadow.bpf.c, fentry/fexit or kprobe/kretprobe), then replayed through the
+//! scheduler's own select_task_rq_fair() (sis.bpf.h on the synthetic machine,
+//! src/bpf/shadow_replay.bpf.c) with the running kernel's features, and the two CPUs are
+//! compared. A wake-up whose state changed between entry and exit in a way that matters is
+//! racy, not a disagreement; each disagreement is put on the first step where the paths
+//! part. The same snapshots under each preset give the counterfactuals: what vanilla
+//! (SIS_PROP), patched (SIS_UTIL) or an unbounded scan would have done here.
+//!
+//! Root; sched_ext is not needed, and must not be attached (the fair class then does not
+//! place its tasks).
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{MapCore, OpenObject, PerfBufferBuilder, ProgramInput};
+use serde::Serialize;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::mem::MaybeUninit;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::bpf_intf as bi;
+use crate::cost::parse_policy;
+use crate::features;
+use crate::topology::{copy_same_c_type, TopoDesc};
+
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/shadow_skel.rs"));
+}
+mod rskel {
+    include!(concat!(env!("OUT_DIR"), "/shadow_replay_skel.rs"));
+}
+use rskel::{ShadowReplaySkel, ShadowReplaySkelBuilder};
+use skel::types::shadow_rec as Rec;
+use skel::ShadowSkelBuilder;
+
+const MAX_CPUS: usize = bi::sis_consts_MAX_CPUS as usize;
+const WORDS: usize = MAX_CPUS / 64;
+const STAT_NR: usize = bi::sis_stat_STAT_NR as usize;
+const F_SIS_UTIL: u64 = bi::sis_feature_FEAT_SIS_UTIL as u64;
+const F_SIS_PROP: u64 = bi::sis_feature_FEAT_SIS_PROP as u64;
+const F_SIS_CORE: u64 = bi::sis_feature_FEAT_SIS_CORE as u64;
+const F_WA_IDLE_PREV: u64 = bi::sis_feature_FEAT_WA_IDLE_PREV as u64;
+const F_WA_WEIGHT: u64 = bi::sis_feature_FEAT_WA_WEIGHT as u64;
+/// WF_SYNC, WF_CURRENT_CPU (kernel/sched/sched.h)
+const WF_CURRENT_CPU: u32 = 0x40;
+/// Snapshots kept for the replay (each ~480 bytes); later ones are counted, not kept.
+const MAX_KEPT: usize = 400_000;
+/// SIS_PROP counterfactual: rq->max_idle_balance_cost, and a scan cost per CPU (ns)
+const MAX_IDLE_BALANCE_COST: u64 = bi::sis_consts_SIS_PROP_MAX_IDLE_BALANCE_COST as u64;
+const SIS_PROP_SCAN_COST_NS: u64 = 100;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ShadowOpts {
+    /// Seconds to record the kernel's decisions (1..=3600); Ctrl-C ends earlier
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub duration: u64,
+    /// Print one JSON object instead of the table
+    #[arg(long)]
+    pub json: bool,
+    /// Also write a PNG: per policy, % same CPU as the kernel, % idle CPU found and CPUs
+    /// examined per wake-up (needs /usr/bin/python3 with matplotlib)
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Attach with kprobe/kretprobe even where fentry/fexit would load
+    #[arg(long)]
+    pub kprobe: bool,
+    /// Test only: also replay the same records through a deliberately wrong port, the LLC
+    /// scan starting at target instead of target + 1 (JSON `mutant`; agreement must drop)
+    #[arg(long, hide = true)]
+    pub mutate_scan_start: bool,
+}
+
+/// One policy's counterfactual over the compared wake-ups.
+#[derive(Serialize, Debug, Clone)]
+pub struct PolicyRow {
+    pub policy: String,
+    pub features: String,
+    pub wakeups: u64,
+    pub cpus_examined_per_wakeup: f64,
+    pub idle_found_pct: f64,
+    pub same_as_kernel_pct: f64,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct Report {
+    pub kernel: String,
+    /// the port's feature word the kernel's features map to
+    pub features: String,
+    /// where the features came from (debugfs, or the 6.12+ defaults)
+    pub features_source: String,
+    pub attach: String,
+    pub hz: u64,
+    pub duration_s: f64,
+    /// WF_TTWU wake-ups recorded
+    pub wakeups: u64,
+    /// compared: neither racy nor excluded
+    pub compared: u64,
+    pub racy: u64,
+    /// lost in the per-CPU rings (the kernel's count plus failed outputs)
+    pub dropped: u64,
+    /// not kept for the replay (over MAX_KEPT)
+    pub not_kept: u64,
+    /// WF_CURRENT_CPU wake-ups (placed on the waker's CPU before any step)
+    pub excluded_current_cpu: u64,
+    /// compared wake-ups whose snapshot had an idle allowed CPU in the LLCs read, %
+    pub idle_available_pct: f64,
+    pub agreed: u64,
+    pub agreement_pct: f64,
+    pub disagreements: BTreeMap<String, u64>,
+    pub policies: Vec<PolicyRow>,
+    /// --mutate-scan-start: the wrong port on the same records
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mutant: Option<Mutant>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct Mutant {
+    pub compared: u64,
+    pub agreed: u64,
+    pub agreement_pct: f64,
+    pub disagreements: BTreeMap<String, u64>,
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The port's feature word for the running kernel: /sys/kernel/debug/sched/features where
+/// debugfs is mounted, else the defaults of 6.12+ (SIS_UTIL on, no SIS_PROP). SIS_CORE is
+/// sched_smt_active() there (no sched_feat): always on here, the topology decides.
+fn kernel_features() -> (u64, String) {
+    let path = "/sys/kernel/debug/sched/features";
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return (
+            F_SIS_UTIL | F_SIS_CORE | F_WA_IDLE_PREV | F_WA_WEIGHT,
+            "6.12+ defaults (debugfs not mounted)".into(),
+        );
+    };
+    let on = |name: &str| text.split_whitespace().any(|w| w == name);
+    let mut word = F_SIS_CORE;
+    for (name, f) in [
+        ("SIS_UTIL", F_SIS_UTIL),
+        ("SIS_PROP", F_SIS_PROP),
+        ("WA_IDLE", F_WA_IDLE_PREV),
+        ("WA_WEIGHT", F_WA_WEIGHT),
+    ] {
+        if on(name) {
+            word |= f;
+        }
+    }
+    let mut src = path.to_string();
+    for name in ["WA_IDLE", "WA_BIAS"] {
+        if on(&format!("NO_{name}")) {
+            src += &format!(" (NO_{name}: not expressible in the port, expect disagreements)");
+        }
+    }
+    (word, src)
+}
+
+/// Refuse while a sched_ext scheduler is attached: its tasks are not placed by fair.c.
+fn check_no_sched_ext() -> Result<()> {
+    let state = match std::fs::read_to_string("/sys/kernel/sched_ext/state") {
+        Ok(s) => s.trim().to_string(),
+        Err(_) => return Ok(()), // no sched_ext in this kernel
+    };
+    if state != "disabled" {
+        let ops = std::fs::read_to_string("/sys/kernel/sched_ext/root/ops").unwrap_or_default();
+        bail!(
+            "a sched_ext scheduler is attached ({}, state {state}): the fair class does not place its tasks; stop it first",
+            ops.trim()
+        );
+    }
+    Ok(())
+}
+
+fn words(mask: &[u64; 8]) -> [u64; WORDS] {
+    let mut w = [0u64; WORDS];
+    w[..8.min(WORDS)].copy_from_slice(&mask[..8.min(WORDS)]);
+    w
+}
+
+fn bit(mask: &[u64], cpu: i32) -> bool {
+    cpu >= 0 && (cpu as usize) < mask.len() * 64 && mask[cpu as usize / 64] >> (cpu % 64) & 1 != 0
+}
+
+/// HZ from the records' jiffies against their ns clock, snapped to a CONFIG_HZ value.
+fn infer_hz(recs: &[Rec]) -> Option<u64> {
+    let (a, b) = (recs.first()?, recs.last()?);
+    let dns = b.ns.checked_sub(a.ns)?;
+    if dns < 500_000_000 {
+        return None;
+    }
+    let hz = (b.jiffies - a.jiffies) as f64 * 1e9 / dns as f64;
+    [100u64, 250, 300, 1000]
+        .into_iter()
+        .min_by(|x, y| (*x as f64 - hz).abs().total_cmp(&(*y as f64 - hz).abs()))
+}
+
+/// Record the kernel's decisions for `secs` (or until `stop`). Returns the records, the
+/// attachment used, drops, records not kept.
+fn record(
+    topo: &bi::sis_topo,
+    secs: u64,
+    kprobe_only: bool,
+    stop: &Arc<AtomicBool>,
+) -> Result<(Vec<Rec>, String, u64, u64)> {
+    let mut modes = vec![];
+    if !kprobe_only {
+        modes.push(false);
+    }
+    modes.push(true);
+    let mut errs = vec![];
+    for kprobe in modes {
+        let mut obj = MaybeUninit::<OpenObject>::uninit();
+        let mut open = ShadowSkelBuilder::default()
+            .open(&mut obj)
+            .context("opening the shadow BPF object")?;
+        open.progs.scx_lib_init_probe.set_autoload(false);
+        open.progs.shadow_fentry.set_autoload(!kprobe);
+        open.progs.shadow_fexit.set_autoload(!kprobe);
+        open.progs.shadow_kprobe.set_autoload(kprobe);
+        open.progs.shadow_kretprobe.set_autoload(kprobe);
+        let ro = open.maps.rodata_data.as_mut().context("no rodata")?;
+        // SAFETY: both are intf.h's struct sis_topo
+        unsafe { copy_same_c_type(topo, &mut ro.topo) };
+        let mode = if kprobe { "kprobe" } else { "fentry" };
+        let mut skel = match open.load() {
+            Ok(s) => s,
+            Err(e) => {
+                log::info!("shadow: {mode} refused at load ({e})");
+                errs.push(format!("{mode}: load: {e}"));
+                continue;
+            }
+        };
+        if let Err(e) = skel.attach() {
+            log::info!("shadow: {mode} refused at attach ({e})");
+            errs.push(format!("{mode}: attach: {e}"));
+            continue;
+        }
+        let kept = Rc::new(RefCell::new(Vec::<Rec>::new()));
+        let lost = Rc::new(RefCell::new(0u64));
+        let not_kept = Rc::new(RefCell::new(0u64));
+        let (k2, l2, n2) = (kept.clone(), lost.clone(), not_kept.clone());
+        let pb = PerfBufferBuilder::new(&skel.maps.events)
+            .pages(1024)
+            .sample_cb(move |_cpu, data: &[u8]| {
+                if data.len() < std::mem::size_of::<Rec>() {
+                    return;
+                }
+                let mut k = k2.borrow_mut();
+                if k.len() >= MAX_KEPT {
+                    *n2.borrow_mut() += 1;
+                    return;
+                }
+                // SAFETY: the record is shadow.bpf.c's struct shadow_rec, plain integers
+                k.push(unsafe { std::ptr::read_unaligned(data.as_ptr() as *const Rec) });
+            })
+            .lost_cb(move |_cpu, n| *l2.borrow_mut() += n)
+            .build()
+            .context("opening the per-CPU perf rings")?;
+        let end = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < end && !stop.load(Ordering::Relaxed) {
+            pb.poll(Duration::from_millis(100))
+                .context("polling the perf rings")?;
+        }
+        // detach first, then drain what is left
+        drop(std::mem::take(&mut skel.links));
+        pb.consume().context("draining the perf rings")?;
+        drop(pb);
+        let mut failed = 0u64;
+        // shadow.bpf.c's SHADOW_OUT_FAILED
+        let key = 1u32.to_ne_bytes();
+        if let Some(vals) = skel
+            .maps
+            .counters
+            .lookup_percpu(&key, libbpf_rs::MapFlags::ANY)
+            .context("reading the tracer's counters")?
+        {
+            for v in vals {
+                failed += u64::from_ne_bytes(v[..8].try_into().unwrap());
+            }
+        }
+        let dropped = *lost.borrow() + failed;
+        let recs = kept.borrow().clone();
+        let nk = *not_kept.borrow();
+        return Ok((recs, mode.to_string(), dropped, nk));
+    }
+    bail!(
+        "cannot trace select_task_rq_fair on this kernel ({}); kprobes need CONFIG_KPROBES, fentry needs BPF trampolines",
+        errs.join("; ")
+    )
+}
+
+/// The replay object, its machine set per snapshot.
+struct Replay<'obj> {
+    skel: ShadowReplaySkel<'obj>,
+    hz: u64,
+    /// CPUs whose cpu_ctx/nr_running the previous replay wrote
+    dirty: Vec<usize>,
+}
+
+/// One replayed decision.
+#[derive(Clone, Debug)]
+struct Run {
+    cpu: i32,
+    cnt: [u64; STAT_NR],
+    waker_flips: u32,
+    waker_decay_ts: u64,
+}
+
+impl<'obj> Replay<'obj> {
+    fn load(obj: &'obj mut MaybeUninit<OpenObject>, topo: &bi::sis_topo, hz: u64) -> Result<Self> {
+        let mut open = ShadowReplaySkelBuilder::default()
+            .open(obj)
+            .context("opening the replay BPF object")?;
+        open.progs.scx_lib_init_probe.set_autoload(false);
+        let mut skel = open.load().context("loading the replay BPF object")?;
+        let bss = skel.maps.bss_data.as_mut().context("no bss")?;
+        // SAFETY: both are intf.h's struct sis_topo
+        unsafe { copy_same_c_type(topo, &mut bss.topo) };
+        Ok(Replay {
+            skel,
+            hz,
+            dirty: vec![],
+        })
+    }
+
+    /// Set the machine from `r` (idle mask `idle`) and run `replay` (force < -1) or
+    /// `replay_steps` (force >= -1: -1 wake_affine's target, else that target).
+    fn run(
+        &mut self,
+        r: &Rec,
+        feat: u64,
+        idle: &[u64; WORDS],
+        force: i32,
+    ) -> Result<(Run, u32, i32)> {
+        let bss = self.skel.maps.bss_data.as_mut().context("no bss")?;
+        for c in self.dirty.drain(..) {
+            bss.nr_running[c] = 0;
+            let cc = &mut bss.cpu_ctxs[c];
+            cc.util = 0;
+            cc.avg_idle = 0;
+            cc.wake_avg_idle = 0;
+            cc.wake_stamp = 0;
+            cc.avg_scan_cost = 0;
+            cc.max_idle_balance_cost = 0;
+        }
+        for l in bss.llc_ctxs.iter_mut() {
+            l.has_idle_cores = 0;
+            l.nr_idle_scan = 0;
+        }
+        let (this, prev) = (r.this_cpu as usize % MAX_CPUS, r.prev as usize % MAX_CPUS);
+        bss.nr_running[this] = r.this_nr_running;
+        bss.cpu_ctxs[this].util = r.this_load;
+        bss.cpu_ctxs[prev].util = r.prev_load;
+        // SIS_PROP (vanilla's counterfactual): the waker's CPU just left idle
+        let cc = &mut bss.cpu_ctxs[this];
+        cc.avg_idle = r.avg_idle;
+        cc.wake_avg_idle = r.avg_idle / 2;
+        cc.wake_stamp = r.jiffies;
+        cc.avg_scan_cost = SIS_PROP_SCAN_COST_NS;
+        cc.max_idle_balance_cost = MAX_IDLE_BALANCE_COST;
+        self.dirty.extend([this, prev]);
+        // sd_llc_shared of each CPU's LLC; the two may be one
+        for (i, cpu) in [(1, prev), (0, this)] {
+            let llc = bss.topo.cpu_llc[cpu];
+            if llc >= 0 {
+                let l = &mut bss.llc_ctxs[llc as usize];
+                l.has_idle_cores = (r.has_idle_cores[i] > 0) as u64;
+                l.nr_idle_scan = r.nr_idle_scan[i].max(0) as u64;
+            }
+        }
+        let steps = force >= -1;
+        if steps {
+            self.skel
+                .maps
+                .data_data
+                .as_mut()
+                .context("no data")?
+                .force_target = force;
+        }
+        // SAFETY: plain-integer repr(C) struct; all-zero is valid
+        let mut a: bi::sis_test_args = unsafe { std::mem::zeroed() };
+        a.features = feat;
+        a.prev = r.prev;
+        a.this_cpu = r.this_cpu;
+        a.sync = r.sync;
+        a.recent = r.recent_used_cpu;
+        a.wakee_id = 1;
+        a.pcpu_kthread = r.pcpu_kthread;
+        a.waker_last_wakee = if r.last_wakee_is_p != 0 { 1 } else { -1 };
+        a.waker_flips = r.waker_flips;
+        a.waker_decay_ts = r.waker_decay_ts;
+        a.wakee_flips = r.wakee_flips;
+        a.hz = self.hz as u32;
+        a.jiffies = r.jiffies;
+        a.clock = 0;
+        a.clock_step = SIS_PROP_SCAN_COST_NS;
+        a.waker_load = r.waker_load;
+        a.wakee_load = r.wakee_load;
+        a.imbalance_pct = bi::sis_consts_DEFAULT_IMBALANCE_PCT as u64;
+        a.idle = *idle;
+        a.allowed = words(&r.allowed);
+        a.cpu = -2;
+        // SAFETY: viewed as bytes for the call
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(
+                &mut a as *mut bi::sis_test_args as *mut u8,
+                std::mem::size_of::<bi::sis_test_args>(),
+            )
+        };
+        let input = ProgramInput {
+            context_in: Some(bytes),
+            ..Default::default()
+        };
+        let prog = if steps {
+            &self.skel.progs.replay_steps
+        } else {
+            &self.skel.progs.replay
+        };
+        let ret = prog
+            .test_run(input)
+            .context("BPF_PROG_TEST_RUN of the replay")?
+            .return_value;
+        if ret != 0 || a.cpu == -2 {
+            bail!("the replay program did not run ({ret})");
+        }
+        let bss = self.skel.maps.bss_data.as_ref().context("no bss")?;
+        Ok((
+            Run {
+                cpu: a.cpu,
+                cnt: a.cnt,
+                waker_flips: a.waker_flips_out,
+                waker_decay_ts: a.waker_decay_ts_out,
+            },
+            bss.out_want_affine,
+            bss.out_new_cpu,
+        ))
+    }
+}
+
+fn stat(run: &Run, s: u32) -> u64 {
+    run.cnt[s as usize]
+}
+
+/// wake_affine_weight() (fair.c) on the snapshot (`smt`: this_cpu and prev are siblings)
+/// with the given capacity_of() of this_cpu and prev: does it pull to this_cpu? The port has SCHED_CAPACITY on both sides; the
+/// kernel's capacity_of() is reduced by RT, deadline and IRQ time (update_cpu_capacity),
+/// which the port cannot see. Only used to name a wake_affine disagreement.
+fn wa_weight_pulls(r: &Rec, smt: bool, cap_this: u64, cap_prev: u64) -> bool {
+    let pct: i64 = if smt {
+        bi::sis_consts_SMT_IMBALANCE_PCT as i64
+    } else {
+        bi::sis_consts_DEFAULT_IMBALANCE_PCT as i64
+    };
+    let mut this_eff = r.this_load as i64;
+    if r.sync != 0 {
+        if r.waker_load as i64 > this_eff {
+            return true;
+        }
+        this_eff -= r.waker_load as i64;
+    }
+    this_eff = (this_eff + r.wakee_load as i64) * 100 * cap_prev as i64;
+    let mut prev_eff =
+        (r.prev_load as i64 - r.wakee_load as i64) * (100 + (pct - 100) / 2) * cap_this as i64;
+    if r.sync != 0 {
+        prev_eff += 1;
+    }
+    this_eff < prev_eff
+}
+
+/// The first step where the port's path (on the snapshot) and the kernel's part, for a
+/// wake-up where the CPUs differ.
+fn classify(
+    rp: &mut Replay,
+    r: &Rec,
+    feat: u64,
+    idle: &[u64; WORDS],
+    port: &Run,
+) -> Result<&'static str> {
+    let k = r.chosen;
+    // record_wakee() feeds wake_wide(): the kernel's result is known at exit
+    let wakee_state_differs =
+        port.waker_flips != r.waker_flips_exit || port.waker_decay_ts != r.waker_decay_ts_exit;
+    let (_, want_affine, new_cpu) = rp.run(r, feat, idle, -1)?;
+    if r.this_cpu != r.prev {
+        let other = if new_cpu == r.this_cpu {
+            r.prev
+        } else {
+            r.this_cpu
+        };
+        let (alt, _, _) = rp.run(r, feat, idle, other)?;
+        if alt.cpu == k {
+            if want_affine == 0 || wakee_state_differs {
+                return Ok("wake_wide");
+            }
+            let t = &rp.skel.maps.bss_data.as_ref().context("no bss")?.topo;
+            let p = r.prev as usize % MAX_CPUS;
+            let smt = (0..t.cpu_nr_smt[p] as usize).any(|i| t.cpu_smt[p][i] as i32 == r.this_cpu);
+            let weight = |cap_this, cap_prev| wa_weight_pulls(r, smt, cap_this, cap_prev);
+            if weight(r.this_cap, r.prev_cap) != weight(1024, 1024) {
+                return Ok("wake_affine (capacity_of)");
+            }
+            return Ok("wake_affine");
+        }
+    }
+    let target = new_cpu;
+    let fast = stat(port, bi::sis_stat_STAT_FAST) > 0;
+    if fast || k == target || k == r.prev || k == r.recent_used_cpu {
+        return Ok("target/prev/recent");
+    }
+    let smt_of_prev = {
+        let t = &rp.skel.maps.bss_data.as_ref().context("no bss")?.topo;
+        let p = r.prev as usize % MAX_CPUS;
+        (0..t.cpu_nr_smt[p] as usize).any(|i| t.cpu_smt[p][i] as i32 == k)
+    };
+    if stat(port, bi::sis_stat_STAT_SMT) > 0 || smt_of_prev {
+        return Ok("select_idle_smt");
+    }
+    if stat(port, bi::sis_stat_STAT_CORE_SEARCH) > 0 {
+        return Ok("select_idle_core");
+    }
+    if stat(port, bi::sis_stat_STAT_DEPTH_LIMITED) > 0
+        || stat(port, bi::sis_stat_STAT_SCAN_SKIPPED) > 0
+    {
+        return Ok("depth");
+    }
+    Ok("select_idle_cpu")
+}
+
+/// The test-only wrong port: every CPU's position in its LLC one back, so that the scan's
+/// first CPU (position + 1, for_each_cpu_wrap from target + 1) is the target itself.
+fn mutate_scan_start(topo: &mut bi::sis_topo) {
+    for c in 0..MAX_CPUS {
+        let l = topo.cpu_llc[c];
+        if l >= 0 {
+            let n = topo.llc_nr[l as usize];
+            topo.cpu_llc_pos[c] = (topo.cpu_llc_pos[c] + n - 1) % n;
+        }
+    }
+}
+
+fn pct(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        100.0 * a as f64 / b as f64
+    }
+}
+
+/// What the replay of a run's records gives.
+#[derive(Debug, Default)]
+struct Analysis {
+    compared: u64,
+    racy: u64,
+    agreed: u64,
+    current_cpu: u64,
+    idle_available: u64,
+    disagreements: BTreeMap<String, u64>,
+    policies: Vec<PolicyRow>,
+}
+
+/// Replay the records: agreement, races, disagreements, counterfactuals.
+fn analyse(
+    recs: &[Rec],
+    topo: &bi::sis_topo,
+    feat: u64,
+    hz: u64,
+    policies: &[(String, u64)],
+) -> Result<Analysis> {
+    let mut obj = MaybeUninit::<OpenObject>::uninit();
+    let mut rp = Replay::load(&mut obj, topo, hz)?;
+    let (mut compared, mut racy, mut agreed, mut current, mut idle_available) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut dis: BTreeMap<String, u64> = BTreeMap::new();
+    let mut pol: Vec<(u64, u64, u64, u64)> = vec![(0, 0, 0, 0); policies.len()];
+    for r in recs {
+        if r.wake_flags & WF_CURRENT_CPU != 0 {
+            current += 1;
+            continue;
+        }
+        let mut entry = [0u64; WORDS];
+        let mut exit = [0u64; WORDS];
+        for i in 0..8.min(WORDS) {
+            entry[i] = (r.avail_idle[i] | r.sched_idle[i]) & r.read[i];
+            exit[i] = r.idle_exit[i] & r.read[i];
+        }
+        let port = rp.run(r, feat, &entry, -2)?.0;
+        let changed = |c: i32| bit(&entry, c) != bit(&exit, c);
+        let hint_changed = (0..2).any(|i| {
+            r.nr_idle_scan[i] != r.nr_idle_scan_exit[i]
+                || (r.has_idle_cores[i] <= 0 && r.has_idle_cores_exit[i] > 0)
+        });
+        let mut is_racy = changed(r.chosen) || changed(port.cpu) || hint_changed;
+        if !is_racy && entry != exit {
+            is_racy = rp.run(r, feat, &exit, -2)?.0.cpu != port.cpu;
+        }
+        if is_racy {
+            racy += 1;
+            continue;
+        }
+        compared += 1;
+        if (0..WORDS.min(8)).any(|i| entry[i] & r.allowed[i] != 0) {
+            idle_available += 1;
+        }
+        if port.cpu == r.chosen {
+            agreed += 1;
+        } else {
+            let step = classify(&mut rp, r, feat, &entry, &port)?;
+            *dis.entry(step.to_string()).or_default() += 1;
+        }
+        for (i, (_, w)) in policies.iter().enumerate() {
+            let run = rp.run(r, *w, &entry, -2)?.0;
+            let p = &mut pol[i];
+            p.0 += 1;
+            p.1 += stat(&run, bi::sis_stat_STAT_SCANNED);
+            p.2 += bit(&entry, run.cpu) as u64;
+            p.3 += (run.cpu == r.chosen) as u64;
+        }
+    }
+    let rows = policies
+        .iter()
+        .zip(pol)
+        .map(|((name, w), (n, scanned, idle, same))| PolicyRow {
+            policy: name.clone(),
+            features: features::names_on(*w).join(","),
+            wakeups: n,
+            cpus_examined_per_wakeup: if n == 0 {
+                0.0
+            } else {
+                scanned as f64 / n as f64
+            },
+            idle_found_pct: pct(idle, n),
+            same_as_kernel_pct: pct(same, n),
+        })
+        .collect();
+    Ok(Analysis {
+        compared,
+        racy,
+        agreed,
+        current_cpu: current,
+        idle_available,
+        disagreements: dis,
+        policies: rows,
+    })
+}
+
+fn print_table(rep: &Report) {
+    println!(
+        "kernel {}  attach {}  HZ {}  features {} ({}){}",
+        rep.kernel, rep.attach, rep.hz, rep.features, rep.features_source, ""
+    );
+    println!(
+        "wakeups {}  dropped {}  not kept {}  WF_CURRENT_CPU {}  racy {}  compared {} ({:.1} % with an idle CPU)",
+        rep.wakeups,
+        rep.dropped,
+        rep.not_kept,
+        rep.excluded_current_cpu,
+        rep.racy,
+        rep.compared,
+        rep.idle_available_pct
+    );
+    println!(
+        "agreed {} of {}: {:.2} %",
+        rep.agreed, rep.compared, rep.agreement_pct
+    );
+    for (step, n) in &rep.disagreements {
+        println!("  disagreement at {step:<20} {n}");
+    }
+    if let Some(m) = &rep.mutant {
+        println!(
+            "mutant (scan from target): agreed {} of {}: {:.2} %",
+            m.agreed, m.compared, m.agreement_pct
+        );
+    }
+    println!(
+        "\n{:<12} {:>9} {:>14} {:>12} {:>15}",
+        "policy", "wakeups", "cpus/wakeup", "idle found%", "same as kernel%"
+    );
+    for p in &rep.policies {
+        println!(
+            "{:<12} {:>9} {:>14.3} {:>12.2} {:>15.2}",
+            p.policy, p.wakeups, p.cpus_examined_per_wakeup, p.idle_found_pct, p.same_as_kernel_pct
+        );
+    }
+}
+
+const PLOT: &str = r#"
+import json, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+d = json.load(open(sys.argv[1]))
+p = d["policies"]
+names = [x["policy"] for x in p]
+fig, ax = plt.subplots(1, 2, figsize=(10, 4))
+x = range(len(names))
+ax[0].bar([i - 0.2 for i in x], [v["same_as_kernel_pct"] for v in p], 0.4, label="same CPU as the kernel %")
+ax[0].bar([i + 0.2 for i in x], [v["idle_found_pct"] for v in p], 0.4, label="idle CPU found %")
+ax[0].set_xticks(list(x)); ax[0].set_xticklabels(names); ax[0].set_ylim(0, 100); ax[0].legend(fontsize=8)
+ax[1].bar(list(x), [v["cpus_examined_per_wakeup"] for v in p])
+ax[1].set_xticks(list(x)); ax[1].set_xticklabels(names); ax[1].set_ylabel("CPUs examined per wake-up")
+fig.suptitle(sys.argv[3]); fig.tight_layout(); fig.savefig(sys.argv[2], dpi=100)
+"#;
+
+pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
+    if unsafe { libc::geteuid() } != 0 {
+        bail!(
+            "must run as root: the tracer attaches BPF programs to select_task_rq_fair (try sudo)"
+        );
+    }
+    if let Some(p) = &opts.plot {
+        check_plot_path(p)?;
+    }
+    check_no_sched_ext()?;
+    let t = scx_utils::Topology::new().context("reading the CPU topology")?;
+    let mut topo = TopoDesc::from_scx(&t).build()?;
+    let (feat, features_source) = kernel_features();
+    let policies: Vec<(String, u64)> = std::iter::once(Ok(("kernel".to_string(), feat)))
+        .chain(
+            ["vanilla", "patched", "unbounded"]
+                .iter()
+                .map(|p| parse_policy(p)),
+        )
+        .collect::<Result<_>>()?;
+    scx_utils::try_set_rlimit_infinity();
+    let started = Instant::now();
+    let (recs, attach, dropped, not_kept) = record(&topo, opts.duration, opts.kprobe, stop)?;
+    let duration_s = started.elapsed().as_secs_f64();
+    // the kernel's HZ (record_wakee's decay period); 250 when the run is too short to tell
+    let hz = infer_hz(&recs).unwrap_or(250);
+    let a = analyse(&recs, &topo, feat, hz, &policies)?;
+    let mutant = if opts.mutate_scan_start {
+        mutate_scan_start(&mut topo);
+        let m = analyse(&recs, &topo, feat, hz, &[])?;
+        Some(Mutant {
+            compared: m.compared,
+            agreed: m.agreed,
+            agreement_pct: pct(m.agreed, m.compared),
+            disagreements: m.disagreements,
+        })
+    } else {
+        None
+    };
+    let rep = Report {
+        kernel: kernel_release(),
+        features: features::names_on(feat).join(","),
+        features_source,
+        attach,
+        hz,
+        duration_s,
+        wakeups: recs.len() as u64 + not_kept,
+        compared: a.compared,
+        racy: a.racy,
+        dropped,
+        not_kept,
+        excluded_current_cpu: a.current_cpu,
+        idle_available_pct: pct(a.idle_available, a.compared),
+        agreed: a.agreed,
+        agreement_pct: pct(a.agreed, a.compared),
+        disagreements: a.disagreements,
+        policies: a.policies,
+        mutant,
+    };
+    if opts.json {
+        println!("{}", serde_json::to_string(&rep)?);
+    } else {
+        print_table(&rep);
+    }
+    if let Some(p) = &opts.plot {
+        let title = format!(
+            "shadow: {} ({} compared wake-ups, {:.1} % agreement)",
+            rep.kernel, rep.compared, rep.agreement_pct
+        );
+        crate::plot::matplotlib(PLOT, &rep, p, &title)?;
+    }
+    Ok(())
+}
+
+/// --plot's file must be creatable: checked before recording, not after.
+fn check_plot_path(p: &Path) -> Result<()> {
+    let dir = p
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        bail!(
+            "--plot {}: directory {} does not exist",
+            p.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KERNEL: u64 = F_SIS_UTIL | F_SIS_CORE | F_WA_IDLE_PREV | F_WA_WEIGHT;
+
+    /// A wake-up on `cpus` CPUs: every CPU read, the ones in `idle` idle (at entry and exit),
+    /// p allowed everywhere, SIS_UTIL depth `scan` on both LLCs, no idle core.
+    fn rec(this: i32, prev: i32, idle: &[i32], scan: i32, chosen: i32, cpus: usize) -> Rec {
+        let mut r = Rec {
+            this_cpu: this,
+            prev,
+            chosen,
+            wake_flags: 0x08,
+            recent_used_cpu: -1,
+            this_nr_running: 1,
+            // current->last_wakee == p: record_wakee() leaves the flips as they are
+            last_wakee_is_p: 1,
+            this_cap: 1024,
+            prev_cap: 1024,
+            has_idle_cores: [0, 0],
+            nr_idle_scan: [scan, scan],
+            has_idle_cores_exit: [0, 0],
+            nr_idle_scan_exit: [scan, scan],
+            ..Default::default()
+        };
+        for c in 0..cpus {
+            r.read[c / 64] |= 1 << (c % 64);
+            r.allowed[c / 64] |= 1 << (c % 64);
+        }
+        for &c in idle {
+            r.avail_idle[0] |= 1 << c;
+            r.idle_exit[0] |= 1 << c;
+        }
+        r
+    }
+
+    fn topo(llcs: usize, cores: usize, threads: usize) -> Box<bi::sis_topo> {
+        TopoDesc::synthetic(llcs, cores, threads, 1)
+            .build()
+            .unwrap()
+    }
+
+    fn analyse_one(t: &bi::sis_topo, r: Rec) -> Analysis {
+        analyse(&[r], t, KERNEL, 250, &[("kernel".into(), KERNEL)]).unwrap()
+    }
+
+    fn step_of(o: &Analysis) -> String {
+        assert_eq!(
+            (o.compared, o.agreed),
+            (1, 0),
+            "one compared wake-up, not agreed: {o:?}"
+        );
+        o.disagreements.keys().next().unwrap().clone()
+    }
+
+    #[test]
+    fn shadow_agrees_and_counts() {
+        let t = topo(2, 2, 2);
+        // target = prev = this = 2, idle: the fast path
+        let o = analyse_one(&t, rec(2, 2, &[2, 6], 4, 2, 8));
+        assert_eq!(
+            (o.compared, o.racy, o.agreed, o.idle_available),
+            (1, 0, 1, 1)
+        );
+        assert_eq!(o.policies[0].same_as_kernel_pct, 100.0);
+        assert_eq!(o.policies[0].idle_found_pct, 100.0);
+        // the kernel chose otherwise: at the fast checks
+        let o = analyse_one(&t, rec(2, 2, &[2, 6], 4, 6, 8));
+        assert_eq!(step_of(&o), "target/prev/recent");
+    }
+
+    #[test]
+    fn shadow_racy_is_not_a_disagreement() {
+        let t = topo(2, 2, 2);
+        let mut r = rec(2, 2, &[2, 6], 4, 6, 8);
+        r.idle_exit[0] &= !(1 << 6); // the kernel's CPU went busy before the exit
+        let o = analyse_one(&t, r);
+        assert_eq!((o.compared, o.racy, o.agreed), (0, 1, 0));
+        // an idle-core hint set during the call
+        let mut r = rec(2, 2, &[2, 6], 4, 6, 8);
+        r.has_idle_cores_exit[1] = 1;
+        assert_eq!(analyse_one(&t, r).racy, 1);
+    }
+
+    #[test]
+    fn shadow_classifies_depth_and_wake_affine() {
+        // one LLC of 4 CPUs, no SMT: target 0 busy, CPU 3 idle; depth 1 (nr = 2) probes CPU
+        // 1 only, the kernel found 3: the depth differs
+        let t = topo(1, 4, 1);
+        let o = analyse_one(&t, rec(0, 0, &[3], 1, 3, 4));
+        assert_eq!(step_of(&o), "depth");
+        // the full scan finds 3: the LLC scan itself differs when the kernel chose 2 (busy)
+        let o = analyse_one(&t, rec(0, 0, &[3], 4, 2, 4));
+        assert_eq!(step_of(&o), "select_idle_cpu");
+        // 2 LLCs with SMT: the waker on 0 (unloaded) pulls to LLC 0, which is all busy;
+        // prev 4's sibling 5 is idle: the kernel kept prev (wake_affine)
+        let t = topo(2, 2, 2);
+        let mut r = rec(0, 4, &[5], 4, 5, 8);
+        r.prev_load = 2048;
+        r.wakee_load = 100;
+        assert_eq!(step_of(&analyse_one(&t, r)), "wake_affine");
+        // ... and where the kernel's capacity_of() of this_cpu (IRQ time) made the weights
+        // keep prev, which the port's SCHED_CAPACITY on both sides does not
+        let mut rc = r;
+        rc.this_cap = 40;
+        assert_eq!(step_of(&analyse_one(&t, rc)), "wake_affine (capacity_of)");
+        // the same with a waker that flips between many wakees: wake_wide
+        r.waker_flips = 64;
+        r.waker_flips_exit = 64; // what the kernel's record_wakee() left
+        r.wakee_flips = 8;
+        r.chosen = 0;
+        r.prev_load = 0;
+        r.this_load = 2048;
+        let o = analyse_one(&t, r);
+        // wide: target prev 4 -> its idle sibling 5; the kernel's 0 is this_cpu's target
+        assert_eq!(step_of(&o), "wake_wide");
+    }
+
+    #[test]
+    fn shadow_mutant_scan_from_target_disagrees() {
+        // target 0 busy, CPU 1 idle, depth 1: the port probes 1 and finds it; the wrong port
+        // probes 0 (the target) and stops
+        let mut t = topo(1, 4, 1);
+        let r = rec(0, 0, &[1], 1, 1, 4);
+        assert_eq!(analyse_one(&t, r).agreed, 1);
+        mutate_scan_start(&mut t);
+        let o = analyse_one(&t, r);
+        assert_eq!((o.compared, o.agreed), (1, 0));
+    }
+
+    #[test]
+    fn shadow_hz_from_the_clock() {
+        let mk = |j, ns| Rec {
+            jiffies: j,
+            ns,
+            ..Default::default()
+        };
+        assert_eq!(infer_hz(&[mk(1000, 0), mk(1250, 1_000_000_000)]), Some(250));
+        assert_eq!(infer_hz(&[mk(0, 0), mk(2002, 2_000_000_000)]), Some(1000));
+        assert_eq!(infer_hz(&[mk(0, 0), mk(10, 100_000_000)]), None);
+    }
+}

@@ -1,0 +1,62 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# shadow.sh [SECS] [ATTACH...]   (guest side of tests/vm.rs shadow_*)
+# `scx_sisutil shadow` under the kernel's own fair class (no sched_ext scheduler attached)
+# with a mixed load that leaves CPUs idle: hackbench over pipes, 1 group of 2+2 tasks (short
+# sleeps and sync wake-ups), and stress-ng --cpu at 50 % on a quarter of the CPUs (both LLCs'
+# SIS_UTIL depths move; a saturated guest would leave no idle CPU to choose). For each ATTACH (fentry, kprobe; default
+# fentry), SECS seconds of the kernel's decisions, replayed:
+#   at least 1000 compared wake-ups, agreement >= 95 %
+#   the mutant port (LLC scan from target, not target + 1) on the SAME records agrees less
+# Figures: wakeups, compared, racy, dropped, agreed, agreement %, the mutant's, per attach.
+. "$(dirname "$0")/lib.sh"
+
+secs=${1:-8}
+shift || true
+modes=("$@")
+[ "${#modes[@]}" -gt 0 ] || modes=(fentry)
+ncpu=$(nproc)
+readonly MIN_COMPARED=1000 MIN_AGREEMENT=95
+
+[ "$(scx_state)" = disabled ] || fail "a sched_ext scheduler is attached: $(scx_ops)"
+ok "no sched_ext scheduler attached: the fair class places every task"
+
+hackbench_bg -p -g 1 -f 2 -l 400
+stress-ng --cpu $(((ncpu + 3) / 4)) --cpu-load 50 --timeout 600s > /dev/null 2>&1 &
+bg $!
+sleep 2
+
+for mode in "${modes[@]}"; do
+  args=(--duration "$secs" --json --mutate-scan-start)
+  [ "$mode" = kprobe ] && args+=(--kprobe)
+  info "scx_sisutil shadow ${args[*]}"
+  scx_sisutil shadow "${args[@]}" > "/tmp/shadow-$mode.json" 2> "/tmp/shadow-$mode.err" ||
+    fail "shadow --$mode exited $?: $(grep -v '^libbpf' "/tmp/shadow-$mode.err" | tail -n 3 | tr '\n' ' ')"
+  j=/tmp/shadow-$mode.json
+  info "report: $(cat "$j")"
+  attach=$(jq -r .attach "$j")
+  expect_eq "$mode: attachment" "$attach" "$mode"
+  for k in wakeups compared racy dropped agreed agreement_pct idle_available_pct; do
+    figure "${mode}_$k" "$(jq -r ".$k" "$j")"
+  done
+  figure "${mode}_mutant_agreement_pct" "$(jq -r .mutant.agreement_pct "$j")"
+  info "$mode disagreements: $(jq -c .disagreements "$j")"
+  info "$mode mutant disagreements: $(jq -c .mutant.disagreements "$j")"
+  info "$mode policies: $(jq -c .policies "$j")"
+  compared=$(jq -r .compared "$j"); agreed=$(jq -r .agreed "$j"); pct=$(jq -r .agreement_pct "$j")
+  m_agreed=$(jq -r .mutant.agreed "$j"); m_compared=$(jq -r .mutant.compared "$j")
+  awk_true 'c >= m' -v c="$compared" -v m="$MIN_COMPARED" ||
+    fail "$mode: only $compared compared wake-ups (want >= $MIN_COMPARED)"
+  ok "$mode: $compared compared wake-ups >= $MIN_COMPARED"
+  awk_true 'p >= m' -v p="$pct" -v m="$MIN_AGREEMENT" ||
+    fail "$mode: agreement $pct % < $MIN_AGREEMENT % ($(jq -c .disagreements "$j"))"
+  ok "$mode: agreement $pct % >= $MIN_AGREEMENT %"
+  expect_eq "$mode: the mutant replays the same records" "$m_compared" "$compared"
+  awk_true 'm < a' -v m="$m_agreed" -v a="$agreed" ||
+    fail "$mode: the mutant port (scan from target) agreed as often ($m_agreed) as the port ($agreed)"
+  ok "$mode: the mutant port agrees less: $m_agreed < $agreed of $compared"
+done
+
+hackbench_bg_stop
+pass
