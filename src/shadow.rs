@@ -19,7 +19,7 @@ use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::mem::MaybeUninit;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -403,8 +403,6 @@ impl<'obj> Replay<'obj> {
         a.wakee_flips = r.wakee_flips;
         a.hz = self.hz as u32;
         a.jiffies = r.jiffies;
-        a.clock = 0;
-        a.clock_step = SIS_PROP_SCAN_COST_NS;
         a.waker_load = r.waker_load;
         a.wakee_load = r.wakee_load;
         a.imbalance_pct = bi::sis_consts_DEFAULT_IMBALANCE_PCT as u64;
@@ -694,13 +692,9 @@ fn print_table(rep: &Report) {
     }
 }
 
+/// matplotlib script for crate::plot::render (data, title, out defined there)
 const PLOT: &str = r#"
-import json, sys
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-d = json.load(open(sys.argv[1]))
-p = d["policies"]
+p = data["policies"]
 names = [x["policy"] for x in p]
 fig, ax = plt.subplots(1, 2, figsize=(10, 4))
 x = range(len(names))
@@ -709,7 +703,7 @@ ax[0].bar([i + 0.2 for i in x], [v["idle_found_pct"] for v in p], 0.4, label="id
 ax[0].set_xticks(list(x)); ax[0].set_xticklabels(names); ax[0].set_ylim(0, 100); ax[0].legend(fontsize=8)
 ax[1].bar(list(x), [v["cpus_examined_per_wakeup"] for v in p])
 ax[1].set_xticks(list(x)); ax[1].set_xticklabels(names); ax[1].set_ylabel("CPUs examined per wake-up")
-fig.suptitle(sys.argv[3]); fig.tight_layout(); fig.savefig(sys.argv[2], dpi=100)
+fig.suptitle(title, fontsize=9); fig.tight_layout(); fig.savefig(out, format="png", dpi=100)
 "#;
 
 pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
@@ -718,9 +712,12 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
             "must run as root: the tracer attaches BPF programs to select_task_rq_fair (try sudo)"
         );
     }
-    if let Some(p) = &opts.plot {
-        check_plot_path(p)?;
-    }
+    // a bad --plot fails now, not after the recording
+    let plot_out = opts
+        .plot
+        .as_deref()
+        .map(crate::plot::check_out)
+        .transpose()?;
     check_no_sched_ext()?;
     let t = scx_utils::Topology::new().context("reading the CPU topology")?;
     let mut topo = TopoDesc::from_scx(&t).build()?;
@@ -776,28 +773,13 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     } else {
         print_table(&rep);
     }
-    if let Some(p) = &opts.plot {
+    if let Some(out) = &plot_out {
         let title = format!(
             "shadow: {} ({} compared wake-ups, {:.1} % agreement)",
             rep.kernel, rep.compared, rep.agreement_pct
         );
-        crate::plot::matplotlib(PLOT, &rep, p, &title)?;
-    }
-    Ok(())
-}
-
-/// --plot's file must be creatable: checked before recording, not after.
-fn check_plot_path(p: &Path) -> Result<()> {
-    let dir = p
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !dir.is_dir() {
-        bail!(
-            "--plot {}: directory {} does not exist",
-            p.display(),
-            dir.display()
-        );
+        let n = crate::plot::render(PLOT, &rep, out, &title)?;
+        eprintln!("shadow: wrote {} ({n} bytes)", out.path().display());
     }
     Ok(())
 }

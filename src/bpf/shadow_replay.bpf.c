@@ -41,9 +41,6 @@ static __always_inline struct sis_ctx *replay_setup(struct sis_test_args *a)
 	c->wakee_load = a->wakee_load;
 	imbalance_pct = a->imbalance_pct;
 	synth_jiffies = a->jiffies;
-	synth_clock = a->clock;
-	synth_clock_step = a->clock_step;
-	synth_clock_reads = 0;
 	synth_hz = a->hz;
 
 	replay_waker.last_wakee = a->waker_last_wakee;
