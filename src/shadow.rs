@@ -43,11 +43,6 @@ use skel::ShadowSkelBuilder;
 const MAX_CPUS: usize = bi::sis_consts_MAX_CPUS as usize;
 const WORDS: usize = MAX_CPUS / 64;
 const STAT_NR: usize = bi::sis_stat_STAT_NR as usize;
-const F_SIS_UTIL: u64 = bi::sis_feature_FEAT_SIS_UTIL as u64;
-const F_SIS_PROP: u64 = bi::sis_feature_FEAT_SIS_PROP as u64;
-const F_SIS_CORE: u64 = bi::sis_feature_FEAT_SIS_CORE as u64;
-const F_WA_IDLE_PREV: u64 = bi::sis_feature_FEAT_WA_IDLE_PREV as u64;
-const F_WA_WEIGHT: u64 = bi::sis_feature_FEAT_WA_WEIGHT as u64;
 /// WF_SYNC, WF_CURRENT_CPU (kernel/sched/sched.h)
 const WF_CURRENT_CPU: u32 = 0x40;
 /// Snapshots kept for the replay (each ~480 bytes); later ones are counted, not kept.
@@ -134,29 +129,24 @@ fn kernel_release() -> String {
         .unwrap_or_default()
 }
 
-/// The port's feature word for the running kernel: /sys/kernel/debug/sched/features where
-/// debugfs is mounted, else the defaults of 6.12+ (SIS_UTIL on, no SIS_PROP). SIS_CORE is
-/// sched_smt_active() there (no sched_feat): always on here, the topology decides.
+/// The port's feature word for the running kernel: the newest kernel's wake path (the
+/// `patched` preset; only its wake-path features act in a replay) with the kernel's own
+/// sched_feat switches of the same names applied from /sys/kernel/debug/sched/features where
+/// debugfs is mounted (6.12+: SIS_UTIL on, SIS_PROP gone). SIS_CORE is sched_smt_active()
+/// there (no sched_feat): the topology decides.
 fn kernel_features() -> (u64, String) {
+    let base = crate::features::preset(crate::features::Preset::patched());
     let path = "/sys/kernel/debug/sched/features";
     let Ok(text) = std::fs::read_to_string(path) else {
-        return (
-            F_SIS_UTIL | F_SIS_CORE | F_WA_IDLE_PREV | F_WA_WEIGHT,
-            "6.12+ defaults (debugfs not mounted)".into(),
-        );
+        return (base, "6.12+ defaults (debugfs not mounted)".into());
     };
+    // the kernel's words that name one of the port's features (X or NO_X)
+    let ours: Vec<&str> = text
+        .split_whitespace()
+        .filter(|w| crate::features::apply(0, &[*w]).is_ok())
+        .collect();
+    let word = crate::features::apply(base, &ours).unwrap_or(base);
     let on = |name: &str| text.split_whitespace().any(|w| w == name);
-    let mut word = F_SIS_CORE;
-    for (name, f) in [
-        ("SIS_UTIL", F_SIS_UTIL),
-        ("SIS_PROP", F_SIS_PROP),
-        ("WA_IDLE", F_WA_IDLE_PREV),
-        ("WA_WEIGHT", F_WA_WEIGHT),
-    ] {
-        if on(name) {
-            word |= f;
-        }
-    }
     let mut src = path.to_string();
     for name in ["WA_IDLE", "WA_BIAS"] {
         if on(&format!("NO_{name}")) {
@@ -788,6 +778,11 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
 mod tests {
     use super::*;
 
+    const F_SIS_UTIL: u64 = bi::sis_feature_FEAT_SIS_UTIL as u64;
+    const F_SIS_PROP: u64 = bi::sis_feature_FEAT_SIS_PROP as u64;
+    const F_SIS_CORE: u64 = bi::sis_feature_FEAT_SIS_CORE as u64;
+    const F_WA_IDLE_PREV: u64 = bi::sis_feature_FEAT_WA_IDLE_PREV as u64;
+    const F_WA_WEIGHT: u64 = bi::sis_feature_FEAT_WA_WEIGHT as u64;
     const KERNEL: u64 = F_SIS_UTIL | F_SIS_CORE | F_WA_IDLE_PREV | F_WA_WEIGHT;
 
     /// A wake-up on `cpus` CPUs: every CPU read, the ones in `idle` idle (at entry and exit),
