@@ -644,8 +644,8 @@ fn analyse(
 
 fn print_table(rep: &Report) {
     println!(
-        "kernel {}  attach {}  HZ {}  features {} ({}){}",
-        rep.kernel, rep.attach, rep.hz, rep.features, rep.features_source, ""
+        "kernel {}  attach {}  HZ {}  features {} ({})",
+        rep.kernel, rep.attach, rep.hz, rep.features, rep.features_source
     );
     println!(
         "wakeups {}  dropped {}  not kept {}  WF_CURRENT_CPU {}  racy {}  compared {} ({:.1} % with an idle CPU)",
@@ -779,7 +779,6 @@ mod tests {
     use super::*;
 
     const F_SIS_UTIL: u64 = bi::sis_feature_FEAT_SIS_UTIL as u64;
-    const F_SIS_PROP: u64 = bi::sis_feature_FEAT_SIS_PROP as u64;
     const F_SIS_CORE: u64 = bi::sis_feature_FEAT_SIS_CORE as u64;
     const F_WA_IDLE_PREV: u64 = bi::sis_feature_FEAT_WA_IDLE_PREV as u64;
     const F_WA_WEIGHT: u64 = bi::sis_feature_FEAT_WA_WEIGHT as u64;
