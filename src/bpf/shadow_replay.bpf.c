@@ -26,28 +26,7 @@ static __always_inline struct sis_ctx *replay_setup(struct sis_test_args *a)
 {
 	struct sis_ctx *c = &replay_ctx;
 
-	/* constant-offset copies only: the context cannot be indexed (see sis_test.bpf.c) */
-	__builtin_memcpy(synth_idle, a->idle, sizeof(synth_idle));
-	__builtin_memcpy(c->allowed, a->allowed, sizeof(c->allowed));
-	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
-	c->feat = a->features;
-	c->this_cpu = a->this_cpu;
-	c->prev = a->prev;
-	c->claimed = -1;
-	c->calib_target = -1;
-	c->wakee_id = a->wakee_id;
-	c->pcpu_kthread = a->pcpu_kthread;
-	c->waker_load = a->waker_load;
-	c->wakee_load = a->wakee_load;
-	imbalance_pct = a->imbalance_pct;
-	synth_jiffies = a->jiffies;
-	synth_hz = a->hz;
-
-	replay_waker.last_wakee = a->waker_last_wakee;
-	replay_waker.wakee_flips = a->waker_flips;
-	replay_waker.wakee_flip_decay_ts = a->waker_decay_ts;
-	replay_wakee.recent_used_cpu = a->recent;
-	replay_wakee.wakee_flips = a->wakee_flips;
+	synth_wake_setup(a, c, &replay_waker, &replay_wakee);
 	return c;
 }
 

@@ -25,32 +25,7 @@ int sis_test(struct sis_test_args *a)
 {
 	struct sis_ctx *c = &test_ctx;
 
-	/*
-	 * The context may only be read at constant offsets ("dereference of
-	 * modified ctx ptr"): whole-array copies, which clang emits as
-	 * fixed-offset loads, instead of an indexed loop.
-	 */
-	__builtin_memcpy(synth_idle, a->idle, sizeof(synth_idle));
-	__builtin_memcpy(c->allowed, a->allowed, sizeof(c->allowed));
-	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
-	c->feat = a->features;
-	c->this_cpu = a->this_cpu;
-	c->prev = a->prev;
-	c->claimed = -1;
-	c->calib_target = -1;
-	c->wakee_id = a->wakee_id;
-	c->pcpu_kthread = a->pcpu_kthread;
-	c->waker_load = a->waker_load;
-	c->wakee_load = a->wakee_load;
-	imbalance_pct = a->imbalance_pct;
-	synth_jiffies = a->jiffies;
-	synth_hz = a->hz;
-
-	test_waker.last_wakee = a->waker_last_wakee;
-	test_waker.wakee_flips = a->waker_flips;
-	test_waker.wakee_flip_decay_ts = a->waker_decay_ts;
-	test_wakee.recent_used_cpu = a->recent;
-	test_wakee.wakee_flips = a->wakee_flips;
+	synth_wake_setup(a, c, &test_waker, &test_wakee);
 
 	a->cpu = select_task_rq_fair(c, &test_waker, &test_wakee, a->prev, a->sync);
 	a->recent_out = test_wakee.recent_used_cpu;

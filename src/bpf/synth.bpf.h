@@ -60,3 +60,36 @@ static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr
 {
 	__builtin_memcpy(dst, synth_idle, sizeof(synth_idle));
 }
+
+/*
+ * One wake-up's state from a host test's or a replay's arguments: the machine
+ * (idle mask, knobs, clocks), the wake-up's context and the waker's and
+ * wakee's wake state. The program context may only be read at constant
+ * offsets ("dereference of modified ctx ptr"): whole-array copies, which clang
+ * emits as fixed-offset loads, instead of an indexed loop.
+ */
+static __always_inline void synth_wake_setup(struct sis_test_args *a, struct sis_ctx *c,
+					     struct sis_wake_state *waker,
+					     struct sis_wake_state *wakee)
+{
+	__builtin_memcpy(synth_idle, a->idle, sizeof(synth_idle));
+	__builtin_memcpy(c->allowed, a->allowed, sizeof(c->allowed));
+	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
+	c->feat = a->features;
+	c->this_cpu = a->this_cpu;
+	c->prev = a->prev;
+	c->claimed = -1;
+	c->calib_target = -1;
+	c->wakee_id = a->wakee_id;
+	c->pcpu_kthread = a->pcpu_kthread;
+	c->waker_load = a->waker_load;
+	c->wakee_load = a->wakee_load;
+	imbalance_pct = a->imbalance_pct;
+	synth_jiffies = a->jiffies;
+	synth_hz = a->hz;
+	waker->last_wakee = a->waker_last_wakee;
+	waker->wakee_flips = a->waker_flips;
+	waker->wakee_flip_decay_ts = a->waker_decay_ts;
+	wakee->recent_used_cpu = a->recent;
+	wakee->wakee_flips = a->wakee_flips;
+}
