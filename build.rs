@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
 // The scheduler's BPF object + skeleton + bindgen'ed intf.h, and the host
-// test object (the wake-up steps without sched_ext, see src/bpf/sis_test.bpf.c), and the
-// placement-cost object (src/bpf/cost.bpf.c); the feature, statistic and preset tables
+// test object (the wake-up steps without sched_ext, see src/bpf/testing/sis_test.bpf.c), and the
+// placement-cost object (src/bpf/tools/cost.bpf.c); the feature, statistic and preset tables
 // derived from intf.h's enums (the one definition of their names).
 
 use std::fmt::Write as _;
@@ -66,8 +66,8 @@ fn lit(s: &str) -> String {
     format!("{s:?}")
 }
 
-/// OUT_DIR/sis_tables.rs (included by src/features.rs) and OUT_DIR/sis_stats.rs (by
-/// src/stats.rs): intf.h's features, presets and statistics as Rust tables. The values are
+/// OUT_DIR/sis_tables.rs (included by src/sched/features.rs) and OUT_DIR/sis_stats.rs (by
+/// src/sched/stats.rs): intf.h's features, presets and statistics as Rust tables. The values are
 /// bindgen's constants; names and descriptions are intf.h's.
 fn derive_tables() {
     let path = "src/bpf/intf.h";
@@ -174,29 +174,34 @@ fn main() {
         .unwrap();
     scx_cargo::BpfBuilder::new()
         .unwrap()
-        .enable_skel("src/bpf/sis_test.bpf.c", "sis_test")
+        .add_include_path("src/bpf")
+        .enable_skel("src/bpf/testing/sis_test.bpf.c", "sis_test")
         .build()
         .unwrap();
     // `scx_sisutil latency`: the scheduler-independent wake-up latency tracer
     scx_cargo::BpfBuilder::new()
         .unwrap()
-        .enable_skel("src/bpf/waitlat.bpf.c", "waitlat")
+        .add_include_path("src/bpf")
+        .enable_skel("src/bpf/tools/waitlat.bpf.c", "waitlat")
         .build()
         .unwrap();
     scx_cargo::BpfBuilder::new()
         .unwrap()
-        .enable_skel("src/bpf/cost.bpf.c", "cost")
+        .add_include_path("src/bpf")
+        .enable_skel("src/bpf/tools/cost.bpf.c", "cost")
         .build()
         .unwrap();
     // `scx_sisutil shadow`: the tracer of the kernel's decisions, and their replay
     scx_cargo::BpfBuilder::new()
         .unwrap()
-        .enable_skel("src/bpf/shadow.bpf.c", "shadow")
+        .add_include_path("src/bpf")
+        .enable_skel("src/bpf/tools/shadow.bpf.c", "shadow")
         .build()
         .unwrap();
     scx_cargo::BpfBuilder::new()
         .unwrap()
-        .enable_skel("src/bpf/shadow_replay.bpf.c", "shadow_replay")
+        .add_include_path("src/bpf")
+        .enable_skel("src/bpf/tools/shadow_replay.bpf.c", "shadow_replay")
         .build()
         .unwrap();
 }

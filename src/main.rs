@@ -2,30 +2,48 @@
 //! scx_sisutil: the kernel's CFS wake-up placement and five kernel patches as
 //! live-switchable, measurable sched_ext policies.
 
-mod ab;
 mod bpf_intf;
 mod bpf_skel;
+
+/// The scheduler: what runs while `scx_sisutil` schedules (and the monitor).
+mod sched {
+    pub mod features;
+    pub mod loader;
+    pub mod scheduler;
+    pub mod sis_fit;
+    pub mod sis_util_depth;
+    pub mod stats;
+    pub mod topology;
+    pub mod wait_hist;
+}
+
+/// The shipped tools: `ab`, `calibrate`, `placement-cost`, `latency`, `plot`, `shadow`.
+/// The scheduler never imports them (a test in src/sched/features.rs holds to it).
+mod tools {
+    pub mod ab;
+    pub mod calibrate;
+    pub mod cost;
+    pub mod latency;
+    pub mod plot;
+    pub mod shadow;
+}
+
+/// Test-only code: the host BPF tests and their models.
 #[cfg(test)]
-mod calib_test;
-mod calibrate;
-mod cost;
+mod testing {
+    pub mod calib_test;
+    pub mod decide_test;
+    mod layout_test;
+    pub mod sis_model;
+    pub mod sis_test;
+    pub mod vtime_model;
+}
+
+// Every module stays reachable by its short name (`crate::loader`, `crate::cost`, ...).
+use sched::{features, loader, scheduler, sis_fit, sis_util_depth, stats, topology, wait_hist};
 #[cfg(test)]
-mod decide_test;
-mod features;
-mod latency;
-mod loader;
-mod plot;
-mod scheduler;
-mod shadow;
-#[cfg(test)]
-mod sis_model;
-#[cfg(test)]
-mod sis_test;
-mod sis_util_depth;
-mod stats;
-mod topology;
-#[cfg(test)]
-mod vtime_model;
+use testing::{calib_test, decide_test, sis_model, sis_test, vtime_model};
+use tools::{ab, calibrate, cost, latency, plot, shadow};
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};

@@ -22,7 +22,7 @@ use common::{run_script, Vm};
 const SMP16: &str = "16,sockets=1,cores=16,threads=1";
 
 /// The stated bound on any wait, in guest ms: a regression guard against starvation,
-/// not a latency measurement (src/vtime_model.rs checks the rules' own bound, ~0.47 s here,
+/// not a latency measurement (src/testing/vtime_model.rs checks the rules' own bound, ~0.47 s here,
 /// without emulation). The scheduler's rules (docs/DESIGN.md, "Fairness and waits") bound
 /// a task's queueing by the wait guard: it runs within 2 x 200 ms of clock progress plus
 /// the queue ahead of it, whatever its weight. Under TCG the guest clock runs on while a

@@ -51,7 +51,7 @@ enum sis_consts {
 
 /*
  * The definitions of the features, the statistics and the presets. build.rs derives the
- * loader's tables from these three enums (src/features.rs, src/stats.rs): a name is the
+ * loader's tables from these three enums (src/sched/features.rs, src/sched/stats.rs): a name is the
  * member without its prefix (FEAT_, STAT_ lower-cased, PRESET_ lower-cased with '-'), the
  * value comes from clang through bindgen, and the description is the comment that FOLLOWS
  * the member (it may continue on the next lines). Every member but the _ALL/_NR bounds has
@@ -290,6 +290,25 @@ struct calib_rec {
 	u64 no_idle;		/* wake-ups with no idle allowed CPU in the LLC */
 	u64 skipped;		/* depth 0: SIS_UTIL skipped the scan */
 	u64 hist[CALIB_HIST];	/* distance to the nearest idle CPU */
+};
+
+/*
+ * The wait histograms (runnable -> running), log2 buckets with 4 sub-buckets
+ * each (wait_hist.bpf.h's wait_bucket()): the scheduler's own, per CPU
+ * (vtime.bpf.h), and `latency`'s, per CPU and nice level (waitlat.bpf.c).
+ */
+struct wait_hist {
+	u64 bucket[WAIT_NR_BUCKETS];
+	u64 count;
+	u64 sum_ns;
+};
+
+struct lat_hist {
+	u64 bucket[WAIT_NR_BUCKETS];
+	u64 count;
+	u64 sum_ns;
+	u64 max_ns;
+	u64 max_pid;
 };
 
 /*

@@ -66,15 +66,7 @@ struct {
 	__type(value, struct vt_ctx);
 } vt_ctxs SEC(".maps");
 
-/*
- * The scheduler's own wait histogram (runnable -> running), per CPU: no shared
- * atomics. Log2 buckets with 4 sub-buckets each (wait_bucket()).
- */
-struct wait_hist {
-	u64 bucket[WAIT_NR_BUCKETS];
-	u64 count;
-	u64 sum_ns;
-};
+/* The scheduler's own wait histogram (intf.h), per CPU: no shared atomics. */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -2,7 +2,7 @@
 //! The loader's side of the scheduler's maps: the per-interval util and scan-depth update
 //! (UtilUpdate), the feature word read through its mmap, typed views of the .bss arrays,
 //! the feature map's pin, and the verifier's record. Used by the scheduler
-//! (src/scheduler.rs) and by `placement-cost --loader` (src/cost.rs).
+//! (src/sched/scheduler.rs) and by `placement-cost --loader` (src/tools/cost.rs).
 
 use anyhow::{Context, Result};
 use libbpf_rs::MapCore;
@@ -118,6 +118,16 @@ pub fn u64_words(v: &[u8]) -> Vec<u64> {
         .collect()
 }
 
+/// A map value as the intf.h struct `T` (bindgen's) it holds; None if the size differs.
+/// `T` must be plain integers (any bit pattern valid), as intf.h's shared structs are.
+pub fn value_as<T: Copy>(v: &[u8]) -> Option<T> {
+    if v.len() != std::mem::size_of::<T>() {
+        return None;
+    }
+    // SAFETY: the length is checked; T is a repr(C) struct of integers
+    Some(unsafe { std::ptr::read_unaligned(v.as_ptr().cast::<T>()) })
+}
+
 /// The first u64 of an array map's element `key`, None if it cannot be read.
 pub fn lookup_u64<M: MapCore>(map: &M, key: u32) -> Option<u64> {
     map.lookup(&key.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
@@ -148,7 +158,7 @@ impl UtilUpdate {
     }
 
     /// One sample at `now` (CLOCK_MONOTONIC ns, the clock of bpf_ktime_get_ns()); with
-    /// `fit` (calibrate::fit_on), each LLC's depth comes from its calibrated curve where it
+    /// `fit` (sis_fit::fit_on), each LLC's depth comes from its calibrated curve where it
     /// has one.
     pub fn update(
         &mut self,
@@ -156,7 +166,7 @@ impl UtilUpdate {
         now: u64,
         cpu_ctxs: &mut [crate::bpf_intf::cpu_ctx],
         llc_ctxs: &mut [crate::bpf_intf::llc_ctx],
-        fit: Option<&[[Option<u64>; crate::calibrate::BUCKETS]]>,
+        fit: Option<&[[Option<u64>; crate::sis_fit::BUCKETS]]>,
     ) {
         let small_llc = crate::sis_util_depth::small_llc_on(feat);
         let period = now.saturating_sub(self.prev_sample);
@@ -188,8 +198,8 @@ impl UtilUpdate {
             let lc = &mut llc_ctxs[l];
             let mut depth = scan_depth(sum, cpus.len() as u64, self.imbalance_pct, small_llc);
             if let Some(fit) = fit {
-                depth = crate::calibrate::fit_depth(fit.get(l), sum, cpus.len() as u64)
-                    .unwrap_or(depth);
+                depth =
+                    crate::sis_fit::fit_depth(fit.get(l), sum, cpus.len() as u64).unwrap_or(depth);
             }
             lc.util_sum = sum;
             // update_idle_cpu_scan() (commit 70fb5ccf2ebb, after Mel Gorman's review): "if

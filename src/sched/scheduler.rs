@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use crate::bpf_skel::*;
 use crate::features;
 use crate::loader::{
-    intf_slice, lookup_u64, monotonic_ns, pin_features, u64_words, verified_insns, MappedWords,
-    UtilUpdate,
+    intf_slice, lookup_u64, monotonic_ns, pin_features, u64_words, value_as, verified_insns,
+    MappedWords, UtilUpdate,
 };
 use crate::stats::{Counters, Metrics, NR_STATS};
 use crate::topology::{copy_same_c_type, TopoDesc};
@@ -35,9 +35,9 @@ pub struct Scheduler<'a> {
     /// calibrate's control words (its lease) through their mmap: no bpf() call per interval
     calib_ctl: Option<MappedWords>,
     interval: Duration,
-    /// The fitted depths (calibrate::fit_on): per LLC, each utilization bucket's (None: too
+    /// The fitted depths (sis_fit::fit_on): per LLC, each utilization bucket's (None: too
     /// few samples)
-    fit: Vec<[Option<u64>; crate::calibrate::BUCKETS]>,
+    fit: Vec<[Option<u64>; crate::sis_fit::BUCKETS]>,
     last_fit: Option<Instant>,
 }
 
@@ -68,7 +68,7 @@ impl<'a> Scheduler<'a> {
                 bss.llc_ctxs[l].nr_idle_scan = cpus.len() as u64;
             }
         }
-        crate::calibrate::init_loader(&mut skel, &llcs, opts.imbalance_pct)?;
+        crate::sis_fit::init_loader(&mut skel, &llcs, opts.imbalance_pct)?;
 
         let struct_ops = Some(scx_ops_attach!(skel, sisutil_ops)?);
         // Pinned only once attached, so that `features` never finds a map that no running
@@ -94,7 +94,7 @@ impl<'a> Scheduler<'a> {
             MappedWords::map_or_warn(&sched.skel.maps.sis_features, 1, "the feature word");
         sched.calib_ctl = MappedWords::map_or_warn(
             &sched.skel.maps.calib_ctl,
-            crate::calibrate::CTL_WORDS,
+            crate::sis_fit::CTL_WORDS,
             "calibrate's lease",
         );
         Ok(sched)
@@ -142,14 +142,14 @@ impl<'a> Scheduler<'a> {
         unsafe { copy_same_c_type(&*sis_topo, &mut rodata.topo) };
         rodata.slice_ns = opts.slice_us * 1000;
         rodata.imbalance_pct = opts.imbalance_pct;
-        crate::calibrate::size_records(&mut skel, llcs.len())?;
+        crate::sis_fit::size_records(&mut skel, llcs.len())?;
         Ok(scx_ops_load!(skel, sisutil_ops, uei)?)
     }
 
     /// Once attached: the feature map's and the calibration's pins, the stats server.
     fn publish(&mut self) -> Result<()> {
         pin_features(&mut self.skel)?;
-        crate::calibrate::pin(&mut self.skel)?;
+        crate::sis_fit::pin(&mut self.skel)?;
         self.stats_server = StatsServer::new(crate::stats::server_data()).launch()?;
         // statistics are root-only, like the feature map
         let sock = std::path::Path::new("/var/run/scx/root/stats");
@@ -184,11 +184,11 @@ impl<'a> Scheduler<'a> {
     }
 
     /// Depth calibration: recording on while `calibrate` holds its lease or the fitted depth
-    /// is on (calibrate::fit_on); with it, the per-LLC fit from the records, refreshed each
+    /// is on (sis_fit::fit_on); with it, the per-LLC fit from the records, refreshed each
     /// second. Returns whether the fitted depths apply.
     fn update_calib(&mut self, feat: u64, now: u64) -> bool {
-        let sis_fit = crate::calibrate::fit_on(feat);
-        let on = sis_fit || crate::calibrate::lease_held(&self.skel, self.calib_ctl.as_ref(), now);
+        let sis_fit = crate::sis_fit::fit_on(feat);
+        let on = sis_fit || crate::sis_fit::lease_held(&self.skel, self.calib_ctl.as_ref(), now);
         if let Some(bss) = self.skel.maps.bss_data.as_mut() {
             if (bss.calib_on != 0) != on {
                 unsafe { std::ptr::write_volatile(&mut bss.calib_on, on as u64) };
@@ -202,7 +202,7 @@ impl<'a> Scheduler<'a> {
             .last_fit
             .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
         {
-            self.fit = crate::calibrate::fit_from_records(&self.skel, self.llcs.len());
+            self.fit = crate::sis_fit::fit_from_records(&self.skel, self.llcs.len());
             self.last_fit = Some(Instant::now());
         }
         true
@@ -235,9 +235,9 @@ impl<'a> Scheduler<'a> {
         m
     }
 
-    /// Sum the per-CPU wait histograms (vtime.bpf.h: struct wait_hist).
+    /// Sum the per-CPU wait histograms (intf.h's struct wait_hist).
     fn read_wait(&self, m: &mut Metrics) {
-        let nb = crate::latency::NR_BUCKETS;
+        let nb = crate::wait_hist::NR_BUCKETS;
         let (mut hist, mut count, mut sum) = (vec![0u64; nb], 0u64, 0u64);
         if let Ok(Some(vals)) = self
             .skel
@@ -246,15 +246,14 @@ impl<'a> Scheduler<'a> {
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
         {
             for v in vals {
-                let w = u64_words(&v);
-                if w.len() < nb + 2 {
+                let Some(w) = value_as::<crate::bpf_intf::wait_hist>(&v) else {
                     continue;
-                }
-                for (h, c) in hist.iter_mut().zip(&w[..nb]) {
+                };
+                for (h, c) in hist.iter_mut().zip(&w.bucket) {
                     *h += c;
                 }
-                count += w[nb];
-                sum += w[nb + 1];
+                count += w.count;
+                sum += w.sum_ns;
             }
         }
         m.set_wait(hist, count, sum);
@@ -296,7 +295,7 @@ impl Drop for Scheduler<'_> {
                 debug!("unpin: {e}");
             }
         }
-        crate::calibrate::unpin(&mut self.skel);
+        crate::sis_fit::unpin(&mut self.skel);
         let _ = std::fs::remove_dir(features::PIN_DIR);
         info!("scx_sisutil detached");
     }

@@ -65,7 +65,7 @@ macro_rules! def_metrics {
             pub wait_p99_us: f64,
             #[stat(desc = "longest wait, us (upper end of the highest non-empty bucket)")]
             pub wait_max_us: f64,
-            #[stat(desc = "wait histogram: counts of buckets 0.. (4 per octave, latency::bucket_lo), trailing zeros cut")]
+            #[stat(desc = "wait histogram: counts of buckets 0.. (4 per octave, wait_hist::bucket_lo), trailing zeros cut")]
             pub wait_hist: Vec<u64>,
         }
 
@@ -292,7 +292,7 @@ impl Metrics {
 
     /// Wait figures of an interval's histogram.
     fn derive_wait(&mut self) {
-        use crate::latency::{hist_max, quantile};
+        use crate::wait_hist::{hist_max, quantile};
         let us = |ns: u64| ns as f64 / 1000.0;
         self.wait_mean_us = if self.wait_count > 0 {
             us(self.wait_sum_ns) / self.wait_count as f64

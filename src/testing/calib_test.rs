@@ -13,7 +13,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::bpf_intf as bi;
-use crate::calibrate::{Rec, BUCKETS};
+use crate::sis_fit::{Rec, BUCKETS};
 use crate::sis_test::skel::{types, SisTestSkel};
 use crate::sis_test::{load_skel as load, F_SIS_PROP, F_SIS_UTIL, MAX_CPUS, WORDS};
 use crate::topology::{copy_same_c_type, TopoDesc};
@@ -22,7 +22,6 @@ const EXACT: usize = bi::calib_consts_CALIB_EXACT as usize;
 const HIST: usize = bi::calib_consts_CALIB_HIST as usize;
 
 fn read_recs(skel: &SisTestSkel<'_>, n: usize) -> Vec<Rec> {
-    let words = 7 + HIST;
     (0..n as u32)
         .map(|k| {
             let mut r = Rec::default();
@@ -33,21 +32,7 @@ fn read_recs(skel: &SisTestSkel<'_>, n: usize) -> Vec<Rec> {
                 .expect("lookup")
                 .expect("entry")
             {
-                let w: Vec<u64> = v
-                    .chunks_exact(8)
-                    .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
-                    .collect();
-                assert!(w.len() >= words);
-                r.wakeups += w[0];
-                r.depth_sum += w[1];
-                r.found += w[2];
-                r.missed += w[3];
-                r.wasted += w[4];
-                r.no_idle += w[5];
-                r.skipped += w[6];
-                for i in 0..HIST {
-                    r.hist[i] += w[7 + i];
-                }
+                r.add(&crate::loader::value_as::<Rec>(&v).expect("one calib_rec per CPU"));
             }
             r
         })

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //! Host BPF tests of the decisions outside select_task_rq_fair(), run through the
 //! production code (src/bpf/decide.bpf.h, src/bpf/kick.bpf.h, sis.bpf.h's
-//! __update_idle_core) in the host test object (src/bpf/sis_test.bpf.c: one program per
+//! __update_idle_core) in the host test object (src/bpf/testing/sis_test.bpf.c: one program per
 //! decision, on the synthetic machine of its .bss) - the real verifier and
 //! BPF_PROG_TEST_RUN, as sis_test.rs runs the wake path. Hand-worked cases: each expected
 //! value is the kernel code's answer on that state, and each test is broken by a one-line

@@ -8,7 +8,7 @@
 //! no-capacity-asymmetry, no-cluster, no-SCHED_IDLE machines.
 //!
 //! It is the specification the BPF code (src/bpf/sis.bpf.h, run on the host
-//! through src/bpf/sis_test.bpf.c) is compared with in sis_test.rs. It is
+//! through src/bpf/testing/sis_test.bpf.c) is compared with in sis_test.rs. It is
 //! written over plain cpumasks and maps, not from the BPF: LLC spans and SMT
 //! masks come from the topology *description*, never from `struct
 //! sis_topo`, and the counters are derived differently (see below).

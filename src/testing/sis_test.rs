@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-//! Host BPF tests of the wake-up path (src/bpf/sis_test.bpf.c), see sis_model.rs.
+//! Host BPF tests of the wake-up path (src/bpf/testing/sis_test.bpf.c), see sis_model.rs.
 //!
 //! The scheduler's own select_task_rq_fair() (src/bpf/sis.bpf.h: wake_wide,
 //! wake_affine_idle/_weight, select_idle_sibling, select_idle_smt/cpu/core,
@@ -23,7 +23,7 @@ use crate::bpf_intf as bi;
 use crate::sis_model::{self, stat_name, Cpumask, Flips, Machine, Outcome, Wakeup, STAT_NR};
 use crate::topology::{copy_same_c_type, CpuDesc, TopoDesc};
 
-/// The host test object (src/bpf/sis_test.bpf.c), also driven by calib_test.rs.
+/// The host test object (src/bpf/testing/sis_test.bpf.c), also driven by calib_test.rs.
 pub(crate) mod skel {
     include!(concat!(env!("OUT_DIR"), "/sis_test_skel.rs"));
 }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //! `scx_sisutil latency`: wake-up latency (runnable -> running) of every task, per nice
-//! level, from the scheduler tracepoints (src/bpf/waitlat.bpf.c). Independent of the
+//! level, from the scheduler tracepoints (src/bpf/tools/waitlat.bpf.c). Independent of the
 //! scheduler in charge: EEVDF, scx_sisutil or any other sched_ext scheduler.
-//! Also the log2 histogram arithmetic shared with the monitor's wait figures.
+//! Its histograms are the monitor's (src/sched/wait_hist.rs).
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -12,68 +12,13 @@ use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
 
 use crate::bpf_intf as bi;
+use crate::wait_hist::{quantile, NR_BUCKETS};
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/waitlat_skel.rs"));
 }
 
-pub const NR_BUCKETS: usize = bi::sis_consts_WAIT_NR_BUCKETS as usize;
 const NR_NICE: usize = bi::sis_consts_WAIT_NR_NICE as usize;
-
-/// Lowest value (ns) of bucket `i`: i < 4 -> i; else (4 + i % 4) << (i / 4 - 1).
-/// A value >= 4 with highest set bit `msb` is in bucket 4 * (msb - 1) + its next two bits.
-#[cfg_attr(not(test), allow(dead_code))]
-pub fn bucket_lo(i: usize) -> u64 {
-    if i < 4 {
-        return i as u64;
-    }
-    let (msb, sub) = (i / 4 + 1, (i % 4) as u64);
-    (((4 + sub) as u128) << (msb - 2)).min(u64::MAX as u128) as u64
-}
-
-/// One past the highest value of bucket `i`.
-pub fn bucket_hi(i: usize) -> u64 {
-    if i < 4 {
-        return i as u64 + 1;
-    }
-    let (msb, sub) = (i / 4 + 1, (i % 4) as u64);
-    (((5 + sub) as u128) << (msb - 2)).min(u64::MAX as u128) as u64
-}
-
-/// The bucket of `ns`, as the BPF side computes it.
-#[cfg_attr(not(test), allow(dead_code))]
-pub fn bucket_of(ns: u64) -> usize {
-    if ns < 4 {
-        return ns as usize;
-    }
-    let msb = 63 - ns.leading_zeros() as usize;
-    ((msb - 1) * 4 + ((ns >> (msb - 2)) & 3) as usize).min(NR_BUCKETS - 1)
-}
-
-/// The q-quantile (0..=1) of a histogram, as the upper end of the bucket it falls in
-/// (conservative: at most 25 % above the true value); 0 for an empty histogram.
-pub fn quantile(b: &[u64], q: f64) -> u64 {
-    let n: u64 = b.iter().sum();
-    if n == 0 {
-        return 0;
-    }
-    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
-    let mut acc = 0;
-    for (i, c) in b.iter().enumerate() {
-        acc += c;
-        if acc >= rank {
-            return bucket_hi(i) - 1;
-        }
-    }
-    bucket_hi(b.len() - 1) - 1
-}
-
-/// Upper end of the highest non-empty bucket (0 when empty).
-pub fn hist_max(b: &[u64]) -> u64 {
-    b.iter()
-        .rposition(|&c| c > 0)
-        .map_or(0, |i| bucket_hi(i) - 1)
-}
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct LatencyOpts {
@@ -216,18 +161,17 @@ pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
             .unwrap_or_default();
         let (mut sum, mut max) = (0u64, 0u64);
         for v in vals {
-            let w = crate::loader::u64_words(&v);
-            if w.len() < NR_BUCKETS + 4 {
+            let Some(w) = crate::loader::value_as::<bi::lat_hist>(&v) else {
                 bail!("latency histogram of unexpected size {}", v.len());
-            }
-            for (b, c) in l.buckets.iter_mut().zip(&w[..NR_BUCKETS]) {
+            };
+            for (b, c) in l.buckets.iter_mut().zip(&w.bucket) {
                 *b += c;
             }
-            l.count += w[NR_BUCKETS];
-            sum += w[NR_BUCKETS + 1];
-            if w[NR_BUCKETS + 2] > max {
-                max = w[NR_BUCKETS + 2];
-                l.max_pid = w[NR_BUCKETS + 3];
+            l.count += w.count;
+            sum += w.sum_ns;
+            if w.max_ns > max {
+                max = w.max_ns;
+                l.max_pid = w.max_pid;
             }
         }
         for (a, b) in all.buckets.iter_mut().zip(&l.buckets) {
@@ -312,42 +256,7 @@ fn print_table(r: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn buckets_cover_values_in_order() {
-        let mut prev_hi = 0;
-        // the highest value, u64::MAX, is in bucket 251
-        assert_eq!(bucket_of(u64::MAX), 251);
-        for i in 0..=251 {
-            assert_eq!(
-                bucket_lo(i),
-                prev_hi,
-                "bucket {i} starts where {} ends",
-                i.max(1) - 1
-            );
-            prev_hi = bucket_hi(i);
-        }
-        for ns in [
-            0u64,
-            1,
-            3,
-            4,
-            5,
-            7,
-            8,
-            1000,
-            1023,
-            1024,
-            123_456_789,
-            5_000_000_000,
-        ] {
-            let b = bucket_of(ns);
-            assert!(
-                bucket_lo(b) <= ns && ns < bucket_hi(b),
-                "{ns} in bucket {b}"
-            );
-        }
-    }
+    use crate::wait_hist::{bucket_hi, bucket_of};
 
     /// The tracer on the host kernel (root and bpf(), as the sis_test host tests): a thread
     /// at nice 7 sleeps 1 ms 200 times; its wake-ups are counted at nice 7 with waits that
@@ -426,21 +335,5 @@ mod tests {
         finish(&mut l, 0, 1_000_000);
         assert_eq!(l.p50_us, us(quantile(&l.buckets, 0.5)));
         assert_eq!(l.p999_us, 1000.0);
-    }
-
-    #[test]
-    fn quantiles_are_bucket_upper_ends() {
-        let mut b = vec![0u64; NR_BUCKETS];
-        // 99 waits of 1000 ns, one of 1_000_000 ns
-        b[bucket_of(1000)] = 99;
-        b[bucket_of(1_000_000)] = 1;
-        let p50 = quantile(&b, 0.5);
-        assert!((1000..1250).contains(&p50), "{p50}");
-        assert_eq!(quantile(&b, 0.99), p50);
-        let p999 = quantile(&b, 0.999);
-        assert!((1_000_000..1_250_000).contains(&p999), "{p999}");
-        assert_eq!(hist_max(&b), p999);
-        assert_eq!(quantile(&[0; 8], 0.5), 0);
-        assert_eq!(hist_max(&[0; 8]), 0);
     }
 }

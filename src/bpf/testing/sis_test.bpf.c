@@ -2,8 +2,8 @@
 /*
  * Host test object: the scheduler's wake-up path (sis.bpf.h, from
  * select_task_rq_fair down) on a synthetic topology and state, driven
- * through BPF_PROG_TEST_RUN by the Rust tests (src/sis_test.rs; the
- * decisions outside it, below: src/decide_test.rs). The per-LLC and per-CPU state
+ * through BPF_PROG_TEST_RUN by the Rust tests (src/testing/sis_test.rs; the
+ * decisions outside it, below: src/testing/decide_test.rs). The per-LLC and per-CPU state
  * (llc_ctxs, cpu_ctxs) and the runqueue lengths are this object's .bss
  * (synth.bpf.h), written by the test; the idle mask, the tasks and the clocks come in the
  * argument. It has no struct_ops and calls no sched_ext kfunc, so it loads

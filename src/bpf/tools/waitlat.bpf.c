@@ -32,15 +32,7 @@ struct {
 	__type(value, struct pending_val);
 } pending SEC(".maps");
 
-struct lat_hist {
-	u64 bucket[WAIT_NR_BUCKETS];
-	u64 count;
-	u64 sum_ns;
-	u64 max_ns;
-	u64 max_pid;
-};
-
-/* key: nice + 20 */
+/* key: nice + 20; struct lat_hist is intf.h's */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, WAIT_NR_NICE);

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! The source tree by kind: the scheduler (src/sched, src/bpf) never depends on a shipped
+//! tool (src/tools, src/bpf/tools) or on test-only code (src/testing, src/bpf/testing).
+
+use std::path::{Path, PathBuf};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The files of `dir` (not recursive) whose name ends with `ext`.
+fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.to_string_lossy().ends_with(ext))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The module names of the `.rs` files of `dir`.
+fn modules(dir: &Path) -> Vec<String> {
+    files(dir, ".rs")
+        .iter()
+        .map(|p| p.file_stem().unwrap().to_string_lossy().to_string())
+        .collect()
+}
+
+/// Rust source without comments (line comments only: the tree has no block comments).
+fn rust_code(text: &str) -> String {
+    text.lines()
+        .map(|l| l.find("//").map_or(l, |i| &l[..i]))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The paths in Rust `code` that reach one of `mods` (of room `room`): `crate::m`,
+/// `room::m`, `crate::room`, `super::m`.
+fn reaches(code: &str, room: &str, mods: &[String]) -> Vec<String> {
+    let mut hits = vec![];
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut paths = vec![format!("crate::{room}")];
+    for m in mods {
+        for p in ["crate", room, "super"] {
+            paths.push(format!("{p}::{m}"));
+        }
+    }
+    for p in paths {
+        for (i, _) in code.match_indices(&p) {
+            let before = code[..i].chars().next_back();
+            let after = code[i + p.len()..].chars().next();
+            if !before.is_some_and(|c| is_ident(c) || c == ':') && !after.is_some_and(is_ident) {
+                hits.push(p.clone());
+            }
+        }
+    }
+    hits
+}
+
+/// The headers a BPF source includes from another room (`tools/...`, `testing/...`).
+fn bpf_includes_out(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("#include"))
+        .map(|r| r.trim().trim_matches(|c| c == '"' || c == '<' || c == '>'))
+        .filter(|h| h.contains("tools/") || h.contains("testing/"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_scheduler_imports_no_tool_and_no_test_code() {
+    let src = root().join("src");
+    let rooms = [
+        ("tools", modules(&src.join("tools"))),
+        ("testing", modules(&src.join("testing"))),
+    ];
+    assert!(rooms[0].1.contains(&"calibrate".to_string()), "{rooms:?}");
+    let mut sched = files(&src.join("sched"), ".rs");
+    sched.extend(
+        files(&src, ".rs")
+            .into_iter()
+            .filter(|p| !p.ends_with("main.rs")),
+    );
+    assert!(sched.len() >= 8, "{sched:?}");
+    let mut bad = vec![];
+    for f in &sched {
+        let text = std::fs::read_to_string(f).unwrap();
+        // a module's own unit tests may use test-only code
+        let code = rust_code(text.split("#[cfg(test)]").next().unwrap());
+        for (room, mods) in &rooms {
+            for hit in reaches(&code, room, mods) {
+                bad.push(format!(
+                    "{}: {hit}",
+                    f.strip_prefix(root()).unwrap().display()
+                ));
+            }
+        }
+    }
+    let bpf = src.join("bpf");
+    for f in files(&bpf, ".h").into_iter().chain(files(&bpf, ".c")) {
+        for h in bpf_includes_out(&std::fs::read_to_string(&f).unwrap()) {
+            bad.push(format!(
+                "{}: #include {h}",
+                f.strip_prefix(root()).unwrap().display()
+            ));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "the scheduler reaches into a tool or test code:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// The mutation check of the scan: each way of naming a tool module is seen, a
+/// comment, a longer name or a production module is not.
+#[test]
+fn the_layout_scan_sees_imports_not_comments() {
+    let mods = vec!["calibrate".to_string(), "cost".to_string()];
+    let r = |t: &str| reaches(&rust_code(t), "tools", &mods);
+    assert_eq!(r("use crate::calibrate::BUCKETS;"), ["crate::calibrate"]);
+    assert_eq!(r("let x = crate::tools::cost::f();"), ["crate::tools"]);
+    assert_eq!(r("use super::cost;"), ["super::cost"]);
+    assert!(r("// crate::calibrate::fit_on").is_empty());
+    assert!(r("use crate::costs; use crate::sis_fit::fit_on;").is_empty());
+    assert_eq!(
+        bpf_includes_out("#include \"tools/cost.bpf.h\"\n#include \"intf.h\""),
+        ["tools/cost.bpf.h"]
+    );
+    assert!(bpf_includes_out("#include \"sis.bpf.h\"").is_empty());
+}
