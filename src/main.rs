@@ -42,7 +42,7 @@ mod testing {
 // Every module stays reachable by its short name (`crate::loader`, `crate::cost`, ...).
 use sched::{features, loader, scheduler, sis_fit, sis_util_depth, stats, topology, wait_hist};
 #[cfg(test)]
-use testing::{calib_test, decide_test, sis_model, sis_test, vtime_model};
+use testing::{sis_model, sis_test};
 use tools::{ab, calibrate, cost, latency, plot, shadow};
 
 use anyhow::{bail, Result};

@@ -49,6 +49,17 @@ impl Default for Rec {
     }
 }
 
+impl PartialEq for Rec {
+    fn eq(&self, o: &Rec) -> bool {
+        (self.wakeups, self.depth_sum, self.found, self.missed)
+            == (o.wakeups, o.depth_sum, o.found, o.missed)
+            && (self.wasted, self.no_idle, self.skipped) == (o.wasted, o.no_idle, o.skipped)
+            && self.hist == o.hist
+    }
+}
+
+impl Eq for Rec {}
+
 impl Rec {
     pub fn add(&mut self, o: &Rec) {
         self.wakeups += o.wakeups;

@@ -34,9 +34,12 @@ pub struct CalibrateOpts {
     /// Write a PNG of SIS_UTIL's depth curve against the measured depth_p95
     #[arg(long, value_name = "FILE.png")]
     pub plot: Option<PathBuf>,
+    /// Measure nothing: plot the last report of FILE (written by --json) to --plot
+    #[arg(long, value_name = "FILE.json", requires = "plot")]
+    pub from_json: Option<PathBuf>,
 }
 
-#[derive(serde::Serialize, Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct Bucket {
     pub util_pct_lo: u64,
     pub util_pct_hi: u64,
@@ -58,12 +61,39 @@ pub struct Bucket {
     pub sis_util_depth: u64,
 }
 
-#[derive(serde::Serialize, Debug)]
+#[derive(serde::Serialize, serde::Deserialize, Debug)]
 struct Report {
     interval_s: f64,
     features: String,
     llc_weights: Vec<u64>,
+    /// the loader's imbalance_pct (reports without it: the default)
+    #[serde(default = "default_imbalance_pct")]
+    imbalance_pct: u64,
     buckets: Vec<Bucket>,
+}
+
+fn default_imbalance_pct() -> u64 {
+    crate::sis_util_depth::DEFAULT_IMBALANCE_PCT
+}
+
+/// `--from-json`: the last report of a `--json` run, plotted as the run would have.
+fn plot_report(path: &Path, out: &crate::plot::PlotOut) -> Result<u64> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--from-json: reading {}", path.display()))?;
+    let Some(line) = text.lines().rev().find(|l| !l.trim().is_empty()) else {
+        bail!("--from-json: {} holds no report", path.display());
+    };
+    let r: Report = serde_json::from_str(line).with_context(|| {
+        format!(
+            "--from-json: {} is not a calibrate --json report",
+            path.display()
+        )
+    })?;
+    let words: Vec<&str> = r.features.split_whitespace().collect();
+    let feat = features::apply(0, &words).context("--from-json: the report's features")?;
+    let small = crate::sis_util_depth::small_llc_on(feat);
+    let w = r.llc_weights.iter().copied().max().unwrap_or(1);
+    plot(&r.buckets, w, r.imbalance_pct, small, &r.features, out)
 }
 
 /// The policy curve: SIS_UTIL's depth at `pct` % for an LLC of `weight` CPUs.
@@ -143,6 +173,11 @@ pub fn calibrate_main(opts: &CalibrateOpts, shutdown: &AtomicBool) -> Result<()>
         .as_deref()
         .map(crate::plot::check_out)
         .transpose()?;
+    if let (Some(json), Some(out)) = (&opts.from_json, &plot_out) {
+        let n = plot_report(json, out)?;
+        eprintln!("calibrate: wrote {} ({n} bytes)", out.path().display());
+        return Ok(());
+    }
     if unsafe { libc::geteuid() } != 0 {
         bail!("calibrate needs root (the scheduler's maps are root-only)");
     }
@@ -187,6 +222,7 @@ pub fn calibrate_main(opts: &CalibrateOpts, shutdown: &AtomicBool) -> Result<()>
             interval_s: opts.interval,
             features: last_feat.clone(),
             llc_weights: weights.clone(),
+            imbalance_pct: pct,
             buckets: buckets(&delta, &weights, pct, small),
         };
         if opts.json {
@@ -248,7 +284,7 @@ fn print_table(r: &Report) {
 /// matplotlib script for crate::plot::render (data, title, out defined there)
 const PLOT_PY: &str = r#"
 d = data
-fig, ax = plt.subplots(figsize=(7.2, 4.6))
+fig, ax = plt.subplots(figsize=(8.0, 5.0))
 ax.plot([c[0] for c in d["curve"]], [c[1] for c in d["curve"]], "-", color="tab:blue",
         linewidth=2, label=d["curve_label"])
 b = [x for x in d["buckets"] if x["wakeups"] > 0]
@@ -259,11 +295,17 @@ ax.plot([x["util_pct_lo"] + 5 for x in b], [x["mean_allowed_depth"] for x in b],
         color="tab:green", markersize=4, label="mean allowed depth")
 ax.set_xlim(0, 100)
 ax.set_ylim(bottom=0)
-ax.set_xlabel("LLC utilization %")
+top = ax.get_ylim()[1]
+ax.set_ylim(0, top * 1.12)
+for x in d["buckets"]:
+    ax.text(x["util_pct_lo"] + 5, top * 1.10, "n=%d" % x["wakeups"], ha="center", va="top",
+            fontsize=7, color="dimgray")
+ax.set_xticks(range(0, 101, 10))
+ax.set_xlabel("LLC utilization % (buckets of 10 %; n = wake-ups in the bucket)")
 ax.set_ylabel("depth (CPUs)")
 ax.grid(True, alpha=0.3)
-ax.legend(fontsize=8)
-ax.set_title(title, fontsize=8)
+ax.legend(fontsize=8, loc="center right")
+ax.set_title(title, fontsize=9)
 fig.tight_layout()
 fig.savefig(out, format="png", dpi=100)
 "#;
@@ -292,7 +334,7 @@ fn plot(
         .filter(|w| !w.starts_with("NO_"))
         .collect();
     let title = format!(
-        "scx_sisutil calibrate: LLC of {weight} CPUs; on: {}",
+        "scx_sisutil calibrate: LLC of {weight} CPUs\non: {}",
         on.join(" ")
     );
     crate::plot::render(PLOT_PY, &data, out, &title)
@@ -318,5 +360,24 @@ mod tests {
         let png = std::fs::read(out.path()).unwrap();
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         assert!(png.len() > 10_000, "{} bytes", png.len());
+    }
+
+    /// `--from-json`: the committed reports plot; a file that is not one is one error.
+    #[test]
+    fn plot_from_json_report() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("docs/results/calibrate-2026-11-23/sis_util.json");
+        let out = crate::plot::check_out(&dir.path().join("c.png")).unwrap();
+        assert!(plot_report(&json, &out).unwrap() > 10_000);
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, "{\"buckets\": 1}\n").unwrap();
+        let e = plot_report(&bad, &out).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("not a calibrate --json report"),
+            "{e:#}"
+        );
+        std::fs::write(&bad, "\n").unwrap();
+        assert!(plot_report(&bad, &out).is_err());
     }
 }

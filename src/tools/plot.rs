@@ -273,7 +273,7 @@ mod tests {
         let png = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "plot::tests::render_from_cwd",
+                "tools::plot::tests::render_from_cwd",
                 "--ignored",
                 "--nocapture",
             ])
