@@ -304,8 +304,9 @@ ax.set_xticks(range(0, 101, 10))
 ax.set_xlabel("LLC utilization % (buckets of 10 %; n = wake-ups in the bucket)")
 ax.set_ylabel("depth (CPUs)")
 ax.grid(True, alpha=0.3)
-ax.legend(fontsize=8, loc="center right")
-ax.set_title(title, fontsize=9)
+ax.legend(fontsize=8, loc="lower left")
+import textwrap
+ax.set_title("\n".join(l for t in title.split("\n") for l in textwrap.wrap(t, 95)), fontsize=9)
 fig.tight_layout()
 fig.savefig(out, format="png", dpi=100)
 "#;
