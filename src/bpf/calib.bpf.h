@@ -124,8 +124,7 @@ __noinline int calib_record(struct sis_ctx *c)
 		nw = MAX_CPUS / 64;
 	calib_idle_words(c, idle, nw);
 	/* the CPU this wake-up took was idle when the scan started */
-	if (c->claimed >= 0 && c->claimed < MAX_CPUS)
-		idle[((u32)c->claimed / 64) & (MAX_CPUS / 64 - 1)] |= 1ULL << ((u32)c->claimed % 64);
+	mask_set(idle, c->claimed);
 
 	/*
 	 * for_each_cpu_wrap(cpu, cpus, target + 1): the bits at or after

@@ -94,9 +94,15 @@ static void flush_counters(struct sis_ctx *c, s32 cpu)
 
 	if (!sc)
 		return;
-	bpf_for(i, 0, STAT_NR)
+	/* unrolled: no iterator call and no back-edge per counter */
+#pragma unroll
+	for (i = 0; i < STAT_NR; i++)
 		sc->cnt[i] += c->cnt[i];
 }
+
+/* cpu_possible_mask and its weight (ops.init, cpu_ctx_init; the cost harness sets its own) */
+u64 possible_cpus[MAX_CPUS / 64];
+u32 nr_possible_cpus;
 
 /* p->cpus_ptr (@mask) into the wake-up's context (a probe read per word) */
 static void copy_allowed(struct sis_ctx *c, const struct cpumask *mask)
@@ -133,10 +139,35 @@ static s32 task_ctx_init(struct task_struct *p)
 	return 0;
 }
 
+/*
+ * p->cpus_ptr into the wake-up's context. A task allowed everywhere has
+ * cpus_ptr == cpu_possible_mask (its weight is the possible CPUs' and it is a
+ * subset of them): copied from the mask kept at ops.init, no probe read.
+ */
+static void wake_allowed(struct sis_ctx *c, const struct cpumask *mask, u32 nr_allowed)
+{
+	if (nr_allowed && nr_allowed == nr_possible_cpus) {
+		__builtin_memcpy(c->allowed, possible_cpus, sizeof(c->allowed));
+		return;
+	}
+	copy_allowed(c, mask);
+}
+
 /* ops.init: sched_init(): avg_idle = 2 * migration cost, wake_avg_idle = avg_idle */
 static void cpu_ctx_init(void)
 {
+	const struct cpumask *possible = scx_bpf_get_possible_cpumask();
 	u32 l;
+
+	bpf_for(l, 0, MAX_CPUS) {
+		if (l >= topo.nr_cpu_ids)
+			break;
+		if (!bpf_cpumask_test_cpu(l, possible))
+			continue;
+		mask_set(possible_cpus, l);
+		nr_possible_cpus++;
+	}
+	scx_bpf_put_cpumask(possible);
 
 	bpf_for(l, 0, MAX_CPUS) {
 		struct cpu_ctx *cc = cpu_ctx(l);

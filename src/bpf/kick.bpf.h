@@ -55,8 +55,8 @@ static __attribute__((unused)) void kick_llc_words_init(void)
 		l = topo.cpu_llc[cpu & (MAX_CPUS - 1)];
 		if (l < 0 || l >= MAX_LLCS)
 			continue;
-		w = (cpu / 64) & (MAX_CPUS / 64 - 1);
-		kick_llc_words[l & (MAX_LLCS - 1)][w] |= 1ULL << (cpu % 64);
+		w = mask_word(cpu);
+		kick_llc_words[l & (MAX_LLCS - 1)][w] |= mask_bit(cpu);
 		if (w < kick_llc_first[l & (MAX_LLCS - 1)])
 			kick_llc_first[l & (MAX_LLCS - 1)] = w;
 		if (w > kick_llc_last[l & (MAX_LLCS - 1)])

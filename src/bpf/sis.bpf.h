@@ -81,12 +81,6 @@ static __always_inline bool sis_probe(struct sis_ctx *c, s32 cpu)
 	return sis_idle(c, cpu);
 }
 
-static __always_inline void mask_set(u64 *mask, s32 cpu)
-{
-	if (cpu >= 0 && cpu < MAX_CPUS)
-		mask[((u32)cpu / 64) & (MAX_CPUS / 64 - 1)] |= 1ULL << ((u32)cpu % 64);
-}
-
 /*
  * Row index into topo.cpu_smt for use INSIDE a bpf_for body. clang drops a
  * plain `cpu & (MAX_CPUS - 1)` when an earlier check already bounds cpu,

@@ -76,11 +76,28 @@ static __always_inline void sis_inc(struct sis_ctx *c, u32 stat)
 		c->cnt[stat]++;
 }
 
+/* a CPU's word in a mask of MAX_CPUS bits, and its bit in that word */
+static __always_inline u32 mask_word(s32 cpu)
+{
+	return ((u32)cpu / 64) & (MAX_CPUS / 64 - 1);
+}
+
+static __always_inline u64 mask_bit(s32 cpu)
+{
+	return 1ULL << ((u32)cpu % 64);
+}
+
 static __always_inline bool mask_test(const u64 *mask, s32 cpu)
 {
 	if (cpu < 0 || cpu >= MAX_CPUS)
 		return false;
-	return mask[((u32)cpu / 64) & (MAX_CPUS / 64 - 1)] & (1ULL << ((u32)cpu % 64));
+	return mask[mask_word(cpu)] & mask_bit(cpu);
+}
+
+static __always_inline void mask_set(u64 *mask, s32 cpu)
+{
+	if (cpu >= 0 && cpu < MAX_CPUS)
+		mask[mask_word(cpu)] |= mask_bit(cpu);
 }
 
 /* cpumask_test_cpu(cpu, p->cpus_ptr) */

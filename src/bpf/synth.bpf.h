@@ -34,7 +34,7 @@ static __always_inline bool sis_claim(struct sis_ctx *c, s32 cpu)
 {
 	if (!mask_test(synth_idle, cpu))
 		return false;
-	synth_idle[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)] &= ~(1ULL << ((u32)cpu % 64));
+	synth_idle[mask_word(cpu)] &= ~mask_bit(cpu);
 	return true;
 }
 

@@ -286,7 +286,7 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 	/* is_per_cpu_kthread(current); in_task() is taken as true (DESIGN.md) */
 	c->pcpu_kthread = (cur->flags & PF_KTHREAD) && cur->nr_cpus_allowed == 1;
 	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
-	copy_allowed(c, p->cpus_ptr);
+	wake_allowed(c, p->cpus_ptr, p->nr_cpus_allowed);
 
 	/* TTWU_QUEUE_DESCHED: the activation happens on prev, no select_task_rq() at all */
 	cpu = ttwu_desched_select(c, &tctx->desched_wakeup);

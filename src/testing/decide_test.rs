@@ -391,3 +391,110 @@ fn decide_kick_skip_redundant() {
         );
     }
 }
+
+/// find_new_ilb()'s walk with no early-out: the task's LLC, then the others in steal order,
+/// each CPU in turn from kick_search_first(); the first idle allowed CPU. `probed` counts
+/// the CPUs of the LLCs that hold an idle allowed CPU (an LLC with none is not walked).
+fn kick_full_walk(t: &bi::sis_topo, feat: u64, llc: usize, this: usize, ok: &[bool]) -> (i32, u32) {
+    let nr_llcs = t.nr_llcs as usize;
+    let order = std::iter::once(llc).chain((0..nr_llcs - 1).map(|k| t.llc_steal[llc][k] as usize));
+    let mut probed = 0;
+    for l in order {
+        let (start, nr) = (t.llc_start[l] as usize, t.llc_nr[l] as usize);
+        let cpus = &t.llc_cpus[start..start + nr];
+        if !cpus.iter().any(|&c| ok[c as usize]) {
+            continue;
+        }
+        let first = if feat & F_KICK_WRAP_NEXT != 0 && t.cpu_llc[this] == l as i16 {
+            t.cpu_llc_pos[this] as usize + 1
+        } else {
+            0
+        };
+        for i in 0..nr {
+            let c = cpus[(first + i) % nr] as usize;
+            probed += 1;
+            if ok[c] {
+                return (c as i32, probed);
+            }
+        }
+    }
+    (-1, probed)
+}
+
+/// The kick search's early-outs (an LLC's word test over the words it spans, the machine
+/// test before the other LLCs) pick the CPU the full walk picks, with its probe count, on
+/// random machines: LLCs of CPUs scattered over the id space (spanning several mask words,
+/// holes included), random idle and allowed masks from empty to dense, both walk starts.
+#[test]
+fn decide_kick_search_matches_full_walk() {
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let mut rng = StdRng::seed_from_u64(26);
+    let mut cases = 0;
+    for _ in 0..24 {
+        let nr_llcs = rng.gen_range(1..=12);
+        let nr_ids = rng.gen_range(nr_llcs * 2..=MAX_CPUS);
+        // each id: a hole, or a CPU of a random LLC (every LLC gets one CPU first)
+        let mut cpus: Vec<CpuDesc> = (0..nr_llcs)
+            .map(|l| CpuDesc {
+                id: l,
+                llc: l,
+                core: l,
+                node: l % 2,
+            })
+            .collect();
+        for id in nr_llcs..nr_ids {
+            if rng.gen_bool(0.15) {
+                continue;
+            }
+            let llc = rng.gen_range(0..nr_llcs);
+            cpus.push(CpuDesc {
+                id,
+                llc,
+                core: id,
+                node: llc % 2,
+            });
+        }
+        let present: Vec<usize> = cpus.iter().map(|c| c.id).collect();
+        let t = TopoDesc { cpus }.build().expect("topology");
+        let bss = skel.maps.bss_data.as_mut().expect("bss mmapped");
+        // SAFETY: both are `struct sis_topo` of intf.h
+        unsafe { copy_same_c_type(&*t, &mut bss.topo) };
+        for _ in 0..40 {
+            let p_idle = [0.0, 0.002, 0.02, 0.2, 0.9][rng.gen_range(0..5)];
+            let p_allowed = [1.0, 0.5, 0.05][rng.gen_range(0..3)];
+            let idle: Vec<usize> = present
+                .iter()
+                .copied()
+                .filter(|_| rng.gen_bool(p_idle))
+                .collect();
+            let allowed: Vec<usize> = present
+                .iter()
+                .copied()
+                .filter(|_| rng.gen_bool(p_allowed))
+                .collect();
+            let mut ok = vec![false; MAX_CPUS];
+            for &c in &idle {
+                ok[c] = allowed.contains(&c);
+            }
+            let this = present[rng.gen_range(0..present.len())];
+            let llc = rng.gen_range(0..nr_llcs);
+            let feat = if rng.gen_bool(0.5) {
+                F_KICK_WRAP_NEXT
+            } else {
+                0
+            };
+            io(&mut skel).allowed = words(&allowed);
+            let k = kick(&mut skel, feat, llc as i32, this as i32, &idle);
+            let want = kick_full_walk(&t, feat, llc, this, &ok);
+            assert_eq!(
+                (k.cpu, k.probed),
+                want,
+                "{nr_llcs} LLCs, {nr_ids} ids, llc {llc} this {this} feat {feat:#x} idle {idle:?} allowed {allowed:?}"
+            );
+            cases += 1;
+        }
+    }
+    assert_eq!(cases, 24 * 40);
+}

@@ -74,14 +74,14 @@ pub struct CostOpts {
     pub cold: bool,
     /// Leave steps out of the timed region, to see what each costs (comma-separated):
     /// features (the feature word's map lookup), reset (the counters' memset), allowed
-    /// (copy_allowed), flush (the counters into the statistics map), kick (the enqueue's
+    /// (wake_allowed), flush (the counters into the statistics map), kick (the enqueue's
     /// kick search)
     #[arg(long, value_delimiter = ',')]
     pub omit: Vec<String>,
     /// Print a JSON list of rows instead of the table
     #[arg(long)]
     pub json: bool,
-    /// Also write a PNG: ns per placement against LLC size, per policy and load (needs
+    /// Also write a PNG: ns per placement against the machine (LLCs x CPUs), per policy and load (needs
     /// /usr/bin/python3 with matplotlib)
     #[arg(long)]
     pub plot: Option<PathBuf>,
@@ -663,6 +663,9 @@ const PLOT_PY: &str = r#"
 rows = data
 loads = sorted({r["busy_pct"] for r in rows})
 pols = list(dict.fromkeys(r["policy"] for r in rows))
+# one x position per machine (LLCs x CPUs per LLC), by total CPUs then LLC count
+machines = sorted({(r["llcs"] * r["llc_weight"], r["llcs"], r["llc_weight"]) for r in rows})
+xpos = {(m[1], m[2]): i for i, m in enumerate(machines)}
 ncol = min(3, len(loads))
 nrow = (len(loads) + ncol - 1) // ncol
 fig, axes = plt.subplots(nrow, ncol, squeeze=False, figsize=(4.4 * ncol, 3.4 * nrow + 1.2), sharey=True)
@@ -671,7 +674,7 @@ for ax in axes.flat[len(loads):]:
 for j, b in enumerate(loads):
     ax = axes[j // ncol][j % ncol]
     for p in pols:
-        pts = sorted((r["llc_weight"], r["ns_per_placement"], r["ns_p25"], r["ns_p75"])
+        pts = sorted((xpos[(r["llcs"], r["llc_weight"])], r["ns_per_placement"], r["ns_p25"], r["ns_p75"])
                      for r in rows if r["policy"] == p and r["busy_pct"] == b)
         if not pts:
             continue
@@ -679,10 +682,10 @@ for j, b in enumerate(loads):
         style = "-o" if p in ("vanilla", "patched", "unbounded") else "--."
         ax.errorbar(x, [t[1] for t in pts], yerr=[[t[1] - t[2] for t in pts], [t[3] - t[1] for t in pts]],
                     fmt=style, label=p, markersize=3, capsize=2, linewidth=1)
-    ax.set_xscale("log", base=2)
+    ax.set_xticks(range(len(machines)), [f"{m[1]}x{m[2]}" for m in machines], fontsize=7, rotation=45)
     ax.set_yscale("log")
     ax.set_title(f"{b} % busy", fontsize=9)
-    ax.set_xlabel("CPUs in the LLC")
+    ax.set_xlabel("machine: LLCs x CPUs per LLC")
     ax.grid(True, which="both", alpha=0.3)
 for row in axes:
     row[0].set_ylabel("ns per placement\n(median, p25..p75)")

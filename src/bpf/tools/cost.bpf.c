@@ -12,8 +12,8 @@
  * previous placement changed (the claimed CPU's idle bit, has_idle_cores,
  * this CPU's wake_avg_idle), then times, with bpf_ktime_get_ns() on each
  * side, what ops.select_cpu and ops.enqueue do for it: the feature word's
- * map lookup, the context's reset, p->cpus_ptr into it (copy_allowed, probe
- * reads of a mask of every CPU), select_task_rq_fair(), the counters' flush into the
+ * map lookup, the context's reset, p->cpus_ptr into it (wake_allowed: the
+ * wakee is allowed everywhere, copied from the possible mask), select_task_rq_fair(), the counters' flush into the
  * per-CPU statistics map (ctx.bpf.h, the scheduler's own functions), and,
  * when the task is queued, the kick search and its counting. Not timed:
  * sched_ext's kfuncs (the idle mask's get/put, the claim's atomic, the DSQ
@@ -38,7 +38,7 @@ u8 llc_idle_cores[MAX_LLCS];
 enum cost_consts {
 	COST_HIST		= 4096,	/* per-placement histogram: 1 ns buckets, the last one open */
 	COST_EVICT_LINES	= 1 << 16, /* --cold: 64 B lines written between placements (4 MiB) */
-	/* --omit: the feature word's lookup, the counters' reset, copy_allowed, their flush, the kick search */
+	/* --omit: the feature word's lookup, the counters' reset, wake_allowed, their flush, the kick search */
 	COST_OMIT_FEATURES	= 1,
 	COST_OMIT_RESET		= 2,
 	COST_OMIT_ALLOWED	= 4,
@@ -145,7 +145,7 @@ static __noinline void place_timed(struct loop_state *st, s32 this_cpu, s32 prev
 	if (!(omit & COST_OMIT_RESET))
 		__builtin_memset(c->cnt, 0, sizeof(c->cnt));
 	if (!(omit & COST_OMIT_ALLOWED))
-		copy_allowed(c, (const struct cpumask *)cost_allowed);
+		wake_allowed(c, (const struct cpumask *)cost_allowed, MAX_CPUS);
 
 	cpu = select_task_rq_fair(c, &cost_waker, &cost_wakee, prev, false);
 	if (c->claimed >= 0 && c->claimed == cpu) {
@@ -256,8 +256,12 @@ int placement_cost(void *ctx)
 	cost_ctx.wakee_load = 256;
 	cost_ctx.claimed = -1;
 	cost_ctx.feat = features();
-	bpf_for(i, 0, MAX_CPUS / 64)
+	/* the wakee is allowed everywhere: cost_allowed is the harness's cpu_possible_mask */
+	bpf_for(i, 0, MAX_CPUS / 64) {
 		cost_ctx.allowed[i & (MAX_CPUS / 64 - 1)] = ~0ULL;
+		possible_cpus[i & (MAX_CPUS / 64 - 1)] = cost_allowed[i & (MAX_CPUS / 64 - 1)];
+	}
+	nr_possible_cpus = MAX_CPUS;
 	cost_out.ns = 0;
 	cost_out.direct = 0;
 	cost_out.enqueued = 0;
