@@ -97,3 +97,32 @@ static __always_inline void idle_update(u64 feat, s32 cpu, bool idle, u64 now, u
 	if (delta)
 		sis_prop_idle_exit(cc, delta, jiffies);
 }
+
+/*
+ * The enqueue's kick. The kernel has no rescue for a wakee whose search
+ * found no idle CPU: select_idle_sibling() returns target, the wakee waits
+ * on target's runqueue (target is woken if idle: resched_curr()), and an
+ * idle CPU gets it only through a balance. True when the enqueue searches
+ * the machine for an idle CPU to kick at once (WAKE_RESCUE, not the
+ * kernel's); false: only the task's own CPU is kicked. Pinned and
+ * migration-disabled tasks (@pinned) only ever kick their CPU.
+ */
+static __always_inline bool enqueue_rescue(u64 feat, bool pinned)
+{
+	return (feat & FEAT_WAKE_RESCUE) && !pinned;
+}
+
+/*
+ * The tick's kick, nohz_balancer_kick() from sched_tick() on a busy CPU:
+ *   if (rq->nr_running >= 2) { flags = NOHZ_STATS_KICK | NOHZ_BALANCE_KICK; goto out; }
+ *   out: if (flags) kick_ilb(flags);
+ * kick_ilb() finds an idle CPU (the search and KICK_SKIP_REDUNDANT of
+ * kick.bpf.h) and the idle balance it runs pulls the waiting task. Here the
+ * waiting tasks are the LLC queue's (@queued): a busy CPU of the LLC that
+ * ticks while it holds any asks for an idle CPU. Without WAKE_RESCUE only:
+ * with it the enqueue has kicked already.
+ */
+static __always_inline bool tick_kicks(u64 feat, u64 queued)
+{
+	return !(feat & FEAT_WAKE_RESCUE) && queued >= 1;
+}

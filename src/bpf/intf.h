@@ -94,7 +94,11 @@ enum sis_feature {
 	/* Chen Yu's review of the ILB flag patch, not in the merged commit (off in every
 	 * preset): the kick search of the enqueuer's LLC starts at this_cpu+1, not at its
 	 * first CPU */
-	FEAT_ALL		= (1ULL << 11) - 1,
+	FEAT_WAKE_RESCUE	= 1ULL << 11,
+	/* not the kernel's (off in every preset): a task queued without an idle CPU found has
+	 * any idle CPU of the machine kicked at once to come and take it; off, only its CPU is
+	 * kicked and a busy CPU's tick kicks an idle one, as nohz_balancer_kick() does */
+	FEAT_ALL		= (1ULL << 12) - 1,
 };
 
 /*

@@ -41,6 +41,11 @@ void BPF_STRUCT_OPS(sisutil_dispatch, s32 cpu, struct task_struct *prev)
 	queue_dispatch(cpu, prev);
 }
 
+void BPF_STRUCT_OPS(sisutil_tick, struct task_struct *p)
+{
+	queue_tick(p);
+}
+
 void BPF_STRUCT_OPS(sisutil_running, struct task_struct *p)
 {
 	cpu_note_running(p);
@@ -108,6 +113,7 @@ SCX_OPS_DEFINE(sisutil_ops,
 	       .select_cpu	= (void *)sisutil_select_cpu,
 	       .enqueue		= (void *)sisutil_enqueue,
 	       .dispatch	= (void *)sisutil_dispatch,
+	       .tick		= (void *)sisutil_tick,
 	       .running		= (void *)sisutil_running,
 	       .stopping	= (void *)sisutil_stopping,
 	       .update_idle	= (void *)sisutil_update_idle,

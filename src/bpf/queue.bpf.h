@@ -106,7 +106,9 @@ static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
 
 /*
  * ops.enqueue: into the LLC's vtime DSQ (vtime.bpf.h gives the key), then
- * an idle CPU is asked to come and take it (kick_for_work).
+ * the task's own CPU is kicked if idle (the kernel's resched of target), or
+ * with WAKE_RESCUE an idle CPU of the machine is asked to come and take it
+ * (kick_for_work; enqueue_rescue(), decide.bpf.h).
  */
 static void queue_enqueue(struct task_struct *p, u64 enq_flags)
 {
@@ -132,10 +134,30 @@ static void queue_enqueue(struct task_struct *p, u64 enq_flags)
 	 * of an LLC's CPUs non-empty and the unbound kworker of sched_ext's
 	 * own watchdog never ran ("watchdog failed to check in for 5.024s").
 	 */
-	if (p->nr_cpus_allowed == 1 || is_migration_disabled(p))
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
-	else
+	if (enqueue_rescue(features(), p->nr_cpus_allowed == 1 || is_migration_disabled(p)))
 		kick_for_work(llc, p, features());
+	else
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+}
+
+/*
+ * ops.tick on a busy CPU: nohz_balancer_kick()'s kick_ilb() analog without
+ * WAKE_RESCUE (tick_kicks(), decide.bpf.h): while the LLC's queue holds
+ * tasks, ask an idle CPU to come and take its head (kick_for_work with the
+ * head's affinity).
+ */
+static void queue_tick(struct task_struct *cur)
+{
+	s32 llc = sis_cpu_llc(scx_bpf_task_cpu(cur));
+	struct task_struct *p;
+	u64 feat = features();
+
+	if (llc < 0 || !tick_kicks(feat, scx_bpf_dsq_nr_queued(llc)))
+		return;
+	bpf_for_each(scx_dsq, p, llc, 0) {
+		kick_for_work(llc, p, feat);
+		break;
+	}
 }
 
 /* Clear this CPU's kick-pending bit; true if it was set (woken for work). */

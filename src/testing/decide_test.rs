@@ -21,6 +21,7 @@ const F_TTWU_QUEUE_DESCHED: u64 = bi::sis_feature_FEAT_TTWU_QUEUE_DESCHED as u64
 const F_NEWIDLE_SKIP_IPI: u64 = bi::sis_feature_FEAT_NEWIDLE_SKIP_IPI as u64;
 const F_KICK_SKIP_REDUNDANT: u64 = bi::sis_feature_FEAT_KICK_SKIP_REDUNDANT as u64;
 const F_KICK_WRAP_NEXT: u64 = bi::sis_feature_FEAT_KICK_WRAP_NEXT as u64;
+const F_WAKE_RESCUE: u64 = bi::sis_feature_FEAT_WAKE_RESCUE as u64;
 const HIT_TTWU_QUEUE_DESCHED: usize = bi::sis_stat_STAT_HIT_TTWU_QUEUE_DESCHED as usize;
 const HIT_KICK_SKIP_REDUNDANT: usize = bi::sis_stat_STAT_HIT_KICK_SKIP_REDUNDANT as usize;
 /// include/linux/sched.h
@@ -497,4 +498,65 @@ fn decide_kick_search_matches_full_walk() {
         }
     }
     assert_eq!(cases, 24 * 40);
+}
+
+/// The enqueue's kick: the kernel leaves a wakee with no idle CPU found on target (only
+/// target is woken); the machine-wide search for an idle CPU to kick is the rescue the
+/// kernel lacks, taken only with its feature on and never for a pinned task.
+#[test]
+fn decide_enqueue_rescue_only_with_its_feature() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let others = bi::sis_feature_FEAT_ALL as u64 & !F_WAKE_RESCUE;
+    // (features, pinned, searches?)
+    for (feat, pinned, want) in [
+        (F_WAKE_RESCUE, 0, 1),
+        (F_WAKE_RESCUE | others, 0, 1),
+        (F_WAKE_RESCUE, 1, 0), // pinned / migration-disabled: its own CPU only
+        (0, 0, 0),             // the kernel: target only
+        (others, 0, 0),
+        (others, 1, 0),
+    ] {
+        let d = io(&mut skel);
+        d.feat = feat;
+        d.flag = pinned;
+        d.out = 99;
+        run!(skel, test_enqueue_rescue);
+        assert_eq!(
+            io(&mut skel).out,
+            want,
+            "features {feat:#x} pinned {pinned}"
+        );
+    }
+}
+
+/// nohz_balancer_kick()'s `rq->nr_running >= 2` on a busy CPU's tick: tasks waiting in
+/// the LLC queue make the tick ask for an idle CPU; none waiting, no kick; with the rescue
+/// on, the enqueue kicked already and the tick does not.
+#[test]
+fn decide_tick_kicks_when_work_waits() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let others = bi::sis_feature_FEAT_ALL as u64 & !F_WAKE_RESCUE;
+    // (features, tasks queued, kicks?)
+    for (feat, queued, want) in [
+        (0, 0, 0),
+        (0, 1, 1),
+        (0, 2, 1),
+        (others, 1, 1),
+        (others, 0, 0),
+        (F_WAKE_RESCUE, 1, 0),
+        (F_WAKE_RESCUE | others, 5, 0),
+    ] {
+        let d = io(&mut skel);
+        d.feat = feat;
+        d.flag = queued;
+        d.out = 99;
+        run!(skel, test_tick_kicks);
+        assert_eq!(
+            io(&mut skel).out,
+            want,
+            "features {feat:#x} queued {queued}"
+        );
+    }
 }

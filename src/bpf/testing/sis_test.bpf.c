@@ -154,6 +154,20 @@ int test_newidle(void *a)
 }
 
 SEC("syscall")
+int test_enqueue_rescue(void *a)
+{
+	dec_io.out = enqueue_rescue(dec_io.feat, dec_io.flag);
+	return 0;
+}
+
+SEC("syscall")
+int test_tick_kicks(void *a)
+{
+	dec_io.out = tick_kicks(dec_io.feat, dec_io.flag);
+	return 0;
+}
+
+SEC("syscall")
 int test_idle_update(void *a)
 {
 	idle_update(dec_io.feat, dec_io.cpu, dec_io.flag, dec_io.now, dec_io.jiffies);
