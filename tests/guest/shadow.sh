@@ -22,6 +22,20 @@ ncpu=$(nproc)
 readonly MIN_COMPARED=1000 MIN_AGREEMENT=92
 
 [ "$(scx_state)" = disabled ] || fail "a sched_ext scheduler is attached: $(scx_ops)"
+
+# shadow refuses while a sched_ext scheduler is attached (the fair class does not place
+# those tasks): non-zero exit, one line saying so
+sched_start /tmp/sched.log
+rc=0
+scx_sisutil shadow --duration 1 > /tmp/shadow-refuse.out 2> /tmp/shadow-refuse.err || rc=$?
+info "shadow beside scx_sisutil: exit $rc: $(cat /tmp/shadow-refuse.err)"
+expect_nonzero "shadow exit status while sched_ext is attached" "$rc"
+expect_eq "shadow's lines while sched_ext is attached" "$(wc -l < /tmp/shadow-refuse.err)" 1
+grep -q 'a sched_ext scheduler is attached' /tmp/shadow-refuse.err ||
+  fail "shadow's refusal does not say why: $(cat /tmp/shadow-refuse.err)"
+ok "shadow refuses while a sched_ext scheduler is attached"
+sched_stop_clean
+[ "$(scx_state)" = disabled ] || fail "a sched_ext scheduler is attached: $(scx_ops)"
 ok "no sched_ext scheduler attached: the fair class places every task"
 
 hackbench_bg -p -g 1 -f 2 -l 400
@@ -30,11 +44,12 @@ bg $!
 sleep 2
 
 for mode in "${modes[@]}"; do
-  args=(--duration "$secs" --json --mutate-scan-start)
+  args=(--duration "$secs" --json --mutate-scan-start --dump)
   [ "$mode" = kprobe ] && args+=(--kprobe)
   info "scx_sisutil shadow ${args[*]}"
   scx_sisutil shadow "${args[@]}" > "/tmp/shadow-$mode.json" 2> "/tmp/shadow-$mode.err" ||
     fail "shadow --$mode exited $?: $(grep -v '^libbpf' "/tmp/shadow-$mode.err" | tail -n 3 | tr '\n' ' ')"
+  grep '^shadow: disagreement' "/tmp/shadow-$mode.err" | sed "s/^/# $mode /" || true
   j=/tmp/shadow-$mode.json
   info "report: $(cat "$j")"
   attach=$(jq -r .attach "$j")
