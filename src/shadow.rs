@@ -585,6 +585,8 @@ struct Analysis {
     idle_available: u64,
     disagreements: BTreeMap<String, u64>,
     policies: Vec<PolicyRow>,
+    /// per record: racy (not compared)
+    racy_mask: Vec<bool>,
 }
 
 /// Replay the records: agreement, races, disagreements, counterfactuals.
@@ -595,6 +597,7 @@ fn analyse(
     hz: u64,
     policies: &[(String, u64)],
     dump: bool,
+    racy_given: Option<&[bool]>,
 ) -> Result<Analysis> {
     let mut obj = MaybeUninit::<OpenObject>::uninit();
     let mut rp = Replay::load(&mut obj, topo, hz)?;
@@ -602,7 +605,8 @@ fn analyse(
         (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut dis: BTreeMap<String, u64> = BTreeMap::new();
     let mut pol: Vec<(u64, u64, u64, u64)> = vec![(0, 0, 0, 0); policies.len()];
-    for r in recs {
+    let mut racy_mask = vec![false; recs.len()];
+    for (idx, r) in recs.iter().enumerate() {
         if r.wake_flags & WF_CURRENT_CPU != 0 {
             current += 1;
             continue;
@@ -619,10 +623,18 @@ fn analyse(
             r.nr_idle_scan[i] != r.nr_idle_scan_exit[i]
                 || (r.has_idle_cores[i] <= 0 && r.has_idle_cores_exit[i] > 0)
         });
-        let mut is_racy = changed(r.chosen) || changed(port.cpu) || hint_changed;
-        if !is_racy && entry != exit {
-            is_racy = rp.run(r, feat, &exit, -2)?.0.cpu != port.cpu;
-        }
+        let is_racy = match racy_given {
+            // the port's own race verdicts (a mutant is compared on the same records)
+            Some(m) => m[idx],
+            None => {
+                let mut racy = changed(r.chosen) || changed(port.cpu) || hint_changed;
+                if !racy && entry != exit {
+                    racy = rp.run(r, feat, &exit, -2)?.0.cpu != port.cpu;
+                }
+                racy
+            }
+        };
+        racy_mask[idx] = is_racy;
         if is_racy {
             racy += 1;
             continue;
@@ -673,6 +685,7 @@ fn analyse(
         idle_available,
         disagreements: dis,
         policies: rows,
+        racy_mask,
     })
 }
 
@@ -759,10 +772,10 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     let duration_s = started.elapsed().as_secs_f64();
     // the kernel's HZ (record_wakee's decay period); 250 when the run is too short to tell
     let hz = infer_hz(&recs).unwrap_or(250);
-    let a = analyse(&recs, &topo, feat, hz, &policies, opts.dump)?;
+    let a = analyse(&recs, &topo, feat, hz, &policies, opts.dump, None)?;
     let mutant = if opts.mutate_scan_start {
         mutate_scan_start(&mut topo);
-        let m = analyse(&recs, &topo, feat, hz, &[], false)?;
+        let m = analyse(&recs, &topo, feat, hz, &[], false, Some(&a.racy_mask))?;
         Some(Mutant {
             compared: m.compared,
             agreed: m.agreed,
@@ -856,7 +869,16 @@ mod tests {
     }
 
     fn analyse_one(t: &bi::sis_topo, r: Rec) -> Analysis {
-        analyse(&[r], t, KERNEL, 250, &[("kernel".into(), KERNEL)], false).unwrap()
+        analyse(
+            &[r],
+            t,
+            KERNEL,
+            250,
+            &[("kernel".into(), KERNEL)],
+            false,
+            None,
+        )
+        .unwrap()
     }
 
     fn step_of(o: &Analysis) -> String {
