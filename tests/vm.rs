@@ -314,7 +314,7 @@ fn shadow(name: &str, kernel: &str, modes: &[&str]) {
     let o = run_script(
         name,
         Vm::new(kernel, 600).smp(SMT2LLC),
-        &format!("shadow.sh 8 {}", modes.join(" ")),
+        &format!("shadow.sh 16 {}", modes.join(" ")),
         &checks,
         &[],
     );
