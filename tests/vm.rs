@@ -301,7 +301,10 @@ const SHADOW_MIN_COMPARED: u64 = 1000;
 const SHADOW_MIN_AGREEMENT_PCT: f64 = 95.0;
 
 fn shadow(name: &str, kernel: &str, modes: &[&str]) {
-    let mut checks = vec!["no sched_ext scheduler attached".to_string()];
+    let mut checks = vec![
+        "shadow refuses while a sched_ext scheduler is attached".to_string(),
+        "no sched_ext scheduler attached".to_string(),
+    ];
     for m in modes {
         checks.push(format!("{m}: attachment = {m}"));
         checks.push(format!("{m}: the mutant replays the same records"));
@@ -311,7 +314,7 @@ fn shadow(name: &str, kernel: &str, modes: &[&str]) {
     let o = run_script(
         name,
         Vm::new(kernel, 600).smp(SMT2LLC),
-        &format!("shadow.sh 8 {}", modes.join(" ")),
+        &format!("shadow.sh 16 {}", modes.join(" ")),
         &checks,
         &[],
     );

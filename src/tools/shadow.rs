@@ -70,6 +70,9 @@ pub struct ShadowOpts {
     /// scan starting at target instead of target + 1 (JSON `mutant`; agreement must drop)
     #[arg(long, hide = true)]
     pub mutate_scan_start: bool,
+    /// Print every disagreeing snapshot to stderr, one line each (for finding the cause)
+    #[arg(long)]
+    pub dump: bool,
 }
 
 /// One policy's counterfactual over the compared wake-ups.
@@ -525,6 +528,33 @@ fn classify(
     Ok("select_idle_cpu")
 }
 
+/// One disagreeing snapshot, for --dump: the kernel's CPU, the port's, and what the
+/// fast checks of select_idle_sibling() read.
+fn dump_line(step: &str, r: &Rec, idle: &[u64; WORDS], port: &Run) -> String {
+    format!(
+        "shadow: disagreement at {step}: this {} prev {} recent {} kernel {} port {} \
+         wake_flags {:#x} sync {} pcpu_kthread {} this_nr_running {} idle {:#x} \
+         sched_idle {:#x} allowed {:#x} has_idle_cores {:?} nr_idle_scan {:?} \
+         fast {} scanned {}",
+        r.this_cpu,
+        r.prev,
+        r.recent_used_cpu,
+        r.chosen,
+        port.cpu,
+        r.wake_flags,
+        r.sync,
+        r.pcpu_kthread,
+        r.this_nr_running,
+        idle[0],
+        r.sched_idle[0],
+        r.allowed[0],
+        r.has_idle_cores,
+        r.nr_idle_scan,
+        stat(port, bi::sis_stat_STAT_FAST),
+        stat(port, bi::sis_stat_STAT_SCANNED),
+    )
+}
+
 /// The test-only wrong port: every CPU's position in its LLC one back, so that the scan's
 /// first CPU (position + 1, for_each_cpu_wrap from target + 1) is the target itself.
 fn mutate_scan_start(topo: &mut bi::sis_topo) {
@@ -555,6 +585,8 @@ struct Analysis {
     idle_available: u64,
     disagreements: BTreeMap<String, u64>,
     policies: Vec<PolicyRow>,
+    /// per record: racy (not compared)
+    racy_mask: Vec<bool>,
 }
 
 /// Replay the records: agreement, races, disagreements, counterfactuals.
@@ -564,6 +596,8 @@ fn analyse(
     feat: u64,
     hz: u64,
     policies: &[(String, u64)],
+    dump: bool,
+    racy_given: Option<&[bool]>,
 ) -> Result<Analysis> {
     let mut obj = MaybeUninit::<OpenObject>::uninit();
     let mut rp = Replay::load(&mut obj, topo, hz)?;
@@ -571,7 +605,8 @@ fn analyse(
         (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut dis: BTreeMap<String, u64> = BTreeMap::new();
     let mut pol: Vec<(u64, u64, u64, u64)> = vec![(0, 0, 0, 0); policies.len()];
-    for r in recs {
+    let mut racy_mask = vec![false; recs.len()];
+    for (idx, r) in recs.iter().enumerate() {
         if r.wake_flags & WF_CURRENT_CPU != 0 {
             current += 1;
             continue;
@@ -588,10 +623,18 @@ fn analyse(
             r.nr_idle_scan[i] != r.nr_idle_scan_exit[i]
                 || (r.has_idle_cores[i] <= 0 && r.has_idle_cores_exit[i] > 0)
         });
-        let mut is_racy = changed(r.chosen) || changed(port.cpu) || hint_changed;
-        if !is_racy && entry != exit {
-            is_racy = rp.run(r, feat, &exit, -2)?.0.cpu != port.cpu;
-        }
+        let is_racy = match racy_given {
+            // the port's own race verdicts (a mutant is compared on the same records)
+            Some(m) => m[idx],
+            None => {
+                let mut racy = changed(r.chosen) || changed(port.cpu) || hint_changed;
+                if !racy && entry != exit {
+                    racy = rp.run(r, feat, &exit, -2)?.0.cpu != port.cpu;
+                }
+                racy
+            }
+        };
+        racy_mask[idx] = is_racy;
         if is_racy {
             racy += 1;
             continue;
@@ -605,6 +648,9 @@ fn analyse(
         } else {
             let step = classify(&mut rp, r, feat, &entry, &port)?;
             *dis.entry(step.to_string()).or_default() += 1;
+            if dump {
+                eprintln!("{}", dump_line(step, r, &entry, &port));
+            }
         }
         for (i, (_, w)) in policies.iter().enumerate() {
             let run = rp.run(r, *w, &entry, -2)?.0;
@@ -639,6 +685,7 @@ fn analyse(
         idle_available,
         disagreements: dis,
         policies: rows,
+        racy_mask,
     })
 }
 
@@ -725,10 +772,10 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     let duration_s = started.elapsed().as_secs_f64();
     // the kernel's HZ (record_wakee's decay period); 250 when the run is too short to tell
     let hz = infer_hz(&recs).unwrap_or(250);
-    let a = analyse(&recs, &topo, feat, hz, &policies)?;
+    let a = analyse(&recs, &topo, feat, hz, &policies, opts.dump, None)?;
     let mutant = if opts.mutate_scan_start {
         mutate_scan_start(&mut topo);
-        let m = analyse(&recs, &topo, feat, hz, &[])?;
+        let m = analyse(&recs, &topo, feat, hz, &[], false, Some(&a.racy_mask))?;
         Some(Mutant {
             compared: m.compared,
             agreed: m.agreed,
@@ -822,7 +869,16 @@ mod tests {
     }
 
     fn analyse_one(t: &bi::sis_topo, r: Rec) -> Analysis {
-        analyse(&[r], t, KERNEL, 250, &[("kernel".into(), KERNEL)]).unwrap()
+        analyse(
+            &[r],
+            t,
+            KERNEL,
+            250,
+            &[("kernel".into(), KERNEL)],
+            false,
+            None,
+        )
+        .unwrap()
     }
 
     fn step_of(o: &Analysis) -> String {

@@ -12,7 +12,7 @@
  *                        task_h_load(p), capacity_of() of both
  *   select_idle_sibling  available_idle_cpu / sched_idle_cpu of every CPU of
  *                        the two LLCs involved, is_per_cpu_kthread(current)
- *                        && in_task(), p->recent_used_cpu, and of
+ *                        && in_task() (preempt_count), p->recent_used_cpu, and of
  *                        sd_llc_shared: has_idle_cores, nr_idle_scan
  *
  * and at exit the CPU the kernel chose, with the same idle state re-read (a
@@ -114,6 +114,32 @@ struct {
 	__type(key, u32);
 	__type(value, u64);
 } counters SEC(".maps");
+
+/*
+ * preempt_count() for in_task(): the per-CPU __preempt_count (x86, v6.15+), or
+ * pcpu_hot.preempt_count (v6.2 .. v6.14); both are per-CPU symbols, resolved where
+ * kallsyms lists data (as runqueues). Neither found: taken as task context.
+ */
+extern const int __preempt_count __ksym __weak;
+struct pcpu_hot___shadow {
+	int preempt_count;
+} __attribute__((preserve_access_index));
+extern struct pcpu_hot___shadow pcpu_hot __ksym __weak;
+
+/* include/linux/preempt.h: NMI_MASK | HARDIRQ_MASK | SOFTIRQ_OFFSET (!PREEMPT_RT) */
+#define SHADOW_NOT_TASK_MASK	(0x00f00000 | 0x000f0000 | 0x00000100)
+
+/* in_task(): not in NMI, hard IRQ or softirq serving */
+static bool shadow_in_task(void)
+{
+	int pc = 0;
+
+	if (bpf_ksym_exists(&__preempt_count))
+		pc = *(int *)bpf_this_cpu_ptr(&__preempt_count);
+	else if (bpf_core_field_exists(pcpu_hot.preempt_count))
+		pc = ((struct pcpu_hot___shadow *)bpf_this_cpu_ptr(&pcpu_hot))->preempt_count;
+	return !(pc & SHADOW_NOT_TASK_MASK);
+}
 
 /* cfs_rq->h_nr_idle (v6.14+) was idle_h_nr_running */
 struct cfs_rq___old {
@@ -310,9 +336,9 @@ static int on_entry(struct task_struct *p, s32 prev, u32 wake_flags)
 	r->wake_flags = wake_flags;
 	r->recent_used_cpu = BPF_CORE_READ(p, recent_used_cpu);
 	cur_flags = BPF_CORE_READ(cur, flags);
-	/* in_task() is not read (preempt_count needs a per-CPU symbol): see DESIGN */
+	/* is_per_cpu_kthread(current) && in_task() */
 	r->pcpu_kthread = (cur_flags & SHADOW_PF_KTHREAD) &&
-			  BPF_CORE_READ(cur, nr_cpus_allowed) == 1;
+			  BPF_CORE_READ(cur, nr_cpus_allowed) == 1 && shadow_in_task();
 	r->sync = (wake_flags & 0x10) && !(cur_flags & SHADOW_PF_EXITING);
 	r->last_wakee_is_p = BPF_CORE_READ(cur, last_wakee) == p;
 	r->waker_flips = BPF_CORE_READ(cur, wakee_flips);
