@@ -70,19 +70,26 @@ fn fair(name: &str, kernel: &str, scen: &str, load_s: u32) {
             .find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))
             .unwrap_or_else(|| panic!("{name}: FAIR_RESULT without {k}: {res}"))
     };
-    let rq: f64 = field("runnable_per_cpu")
-        .parse()
-        .unwrap_or_else(|_| panic!("{name}: runnable_per_cpu not a number: {res}"));
+    let num = |k: &str| -> f64 {
+        field(k)
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}: {k} not a number: {res}"))
+    };
+    let (mean, median) = (num("runnable_per_cpu"), num("runnable_median_per_cpu"));
     println!(
-        "==== fair {name}: runnable tasks per CPU during the load: mean {rq} (min {}, max {} in all)",
+        "==== fair {name}: runnable tasks per CPU during the load: median {median}, mean {mean} (min {}, max {} in all, {} samples)",
         field("runnable_min"),
-        field("runnable_max")
+        field("runnable_max"),
+        field("runnable_samples")
     );
-    // Margin: measured 4.6 to 8.8 in these loads under every scheduler, >= 2.3x the bound;
-    // below 2 the load did not run.
+    // The premise, on the median of the samples: once started, the load's own CPU-bound
+    // tasks alone are >= 2 per CPU (hogs20: 2 x ncpu nice -20 hogs + 4; bg19: 2 x ncpu;
+    // pinned: 2 per CPU), hackbench's tasks and the sampler come on top. The mean is not used: one sample taken while stress-ng
+    // was still forking under TCG (9 runnable on 16 CPUs, beside samples of 35-189) pulled
+    // a run's mean to 1.79 once. Below 2 the load did not run.
     assert!(
-        rq >= 2.0,
-        "{name}: {rq} runnable tasks per CPU during the load, want >= 2: {res}"
+        median >= 2.0,
+        "{name}: median {median} runnable tasks per CPU during the load, want >= 2: {res}"
     );
     // The tracer's report, checked again here: the load's nice levels were all seen.
     let json = stdout

@@ -2,7 +2,7 @@
 //! `scx_sisutil placement-cost`: what one wake-up placement costs on this host's CPU, per
 //! policy, LLC size and load, and what the loader's per-interval work costs.
 //!
-//! The wake-up: src/bpf/cost.bpf.c runs the scheduler's own select_task_rq_fair()
+//! The wake-up: src/bpf/tools/cost.bpf.c runs the scheduler's own select_task_rq_fair()
 //! (sis.bpf.h) and, when it leaves the task queued, the enqueue's kick search (kick.bpf.h),
 //! many times per BPF_PROG_TEST_RUN (bpf_loop, timed inside with bpf_ktime_get_ns), on one
 //! synthetic LLC with `busy_pct` of its CPUs busy. Runs through the host's verifier and JIT:

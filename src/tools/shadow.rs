@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //! `scx_sisutil shadow`: the kernel as the oracle. Every wake-up the fair class places
 //! (select_task_rq_fair with WF_TTWU) is snapshotted at entry and its CPU taken at exit
-//! (src/bpf/shadow.bpf.c, fentry/fexit or kprobe/kretprobe), then replayed through the
+//! (src/bpf/tools/shadow.bpf.c, fentry/fexit or kprobe/kretprobe), then replayed through the
 //! scheduler's own select_task_rq_fair() (sis.bpf.h on the synthetic machine,
-//! src/bpf/shadow_replay.bpf.c) with the running kernel's features, and the two CPUs are
+//! src/bpf/tools/shadow_replay.bpf.c) with the running kernel's features, and the two CPUs are
 //! compared. A wake-up whose state changed between entry and exit in a way that matters is
 //! racy, not a disagreement; each disagreement is put on the first step where the paths
 //! part. The same snapshots under each preset give the counterfactuals: what vanilla

@@ -130,10 +130,11 @@ while before "$end"; do
 done
 [ "$sched" != sisutil ] || ok "attached throughout the $scen load"
 wait "$rq_pid" || true
-read -r rq_n rq_mean rq_min rq_max < <(awk -v c="$ncpu" '
-  { s += $1; n++; if (n == 1 || $1 < lo) lo = $1; if ($1 > hi) hi = $1 }
-  END { if (n) printf "%d %.2f %d %d\n", n, s / n / c, lo, hi; else print "0 ? ? ?" }' /tmp/rq.samples 2>/dev/null || echo "0 ? ? ?")
-info "runnable tasks per CPU during the load: mean $rq_mean over $rq_n samples (min $rq_min, max $rq_max on $ncpu CPUs)"
+read -r rq_n rq_mean rq_min rq_max rq_med < <(sort -n /tmp/rq.samples 2>/dev/null | awk -v c="$ncpu" '
+  { v[n++] = $1; s += $1; if (n == 1 || $1 < lo) lo = $1; if ($1 > hi) hi = $1 }
+  END { if (n) printf "%d %.2f %d %d %.2f\n", n, s / n / c, lo, hi, (v[int((n - 1) / 2)] + v[int(n / 2)]) / 2 / c
+        else print "0 ? ? ? ?" }' || echo "0 ? ? ? ?")
+info "runnable tasks per CPU during the load: mean $rq_mean, median $rq_med over $rq_n samples (min $rq_min, max $rq_max on $ncpu CPUs)"
 
 # The load stops once the tracer's window is over: the tracer then detaches and reads its
 # maps with the CPUs free (next to 190 nice -20 tasks that took minutes under TCG). Waits of
@@ -203,7 +204,7 @@ if [ "$sched" != sisutil ]; then
   bad=$({ dmesg | grep -E 'sched_ext:.*disabled' || true; } | { grep -vc '(unregistered from user space)' || true; })
   [ "$bad" -eq 0 ] || ejected=yes
   echo "FAIR_RESULT sched=$sched scen=$scen kernel=$(uname -r) ncpu=$ncpu secs=$secs" \
-    "ejected=$ejected ejected_at_s=${ejected_at:--} abnormal_disables=$bad runnable_per_cpu=$rq_mean runnable_samples=$rq_n" \
+    "ejected=$ejected ejected_at_s=${ejected_at:--} abnormal_disables=$bad runnable_per_cpu=$rq_mean runnable_median_per_cpu=$rq_med runnable_samples=$rq_n" \
     "runnable_min=$rq_min runnable_max=$rq_max exit=${peer_rc:--}"
   pass
   exit 0
@@ -217,6 +218,6 @@ sched_stop INT
 expect_eq "exit status after SIGINT" "$SCHED_RC" 0
 check_dmesg_clean
 echo "FAIR_RESULT sched=sisutil scen=$scen kernel=$(uname -r) ncpu=$ncpu secs=$secs" \
-  "ejected=no ejected_at_s=- runnable_per_cpu=$rq_mean runnable_samples=$rq_n runnable_min=$rq_min" \
+  "ejected=no ejected_at_s=- runnable_per_cpu=$rq_mean runnable_median_per_cpu=$rq_med runnable_samples=$rq_n runnable_min=$rq_min" \
   "runnable_max=$rq_max exit=$SCHED_RC"
 pass

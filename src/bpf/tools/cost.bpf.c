@@ -5,7 +5,7 @@
  * task on no idle CPU, the enqueue's kick search of kick.bpf.h - run many
  * times in one BPF_PROG_TEST_RUN (a loop inside the program), on a
  * synthetic machine of one or more LLCs whose idle mask, utilization and
- * SIS_PROP averages the caller sets through .bss (src/cost.rs).
+ * SIS_PROP averages the caller sets through .bss (src/tools/cost.rs).
  *
  * Each placement draws a waker CPU (a busy one, when any is busy), prev
  * (any CPU) and recent_used_cpu (in prev's LLC), restores the state the

@@ -16,7 +16,7 @@
  *                        sd_llc_shared: has_idle_cores, nr_idle_scan
  *
  * and at exit the CPU the kernel chose, with the same idle state re-read (a
- * change between the two is a race, not a disagreement: src/shadow.rs). Two
+ * change between the two is a race, not a disagreement: src/tools/shadow.rs). Two
  * attachments of one object: fentry/fexit where trampolines are allowed,
  * kprobe/kretprobe elsewhere (select_task_rq_fair is called through
  * sched_class->select_task_rq, never inlined). All kernel reads are CO-RE
@@ -44,7 +44,7 @@ char _license[] SEC("license") = "GPL";
 /* the topology (loader, before load): which CPUs make each LLC */
 const volatile struct sis_topo topo;
 
-/* One wake-up; field order is the record's ABI with src/shadow.rs (through the skeleton). */
+/* One wake-up; field order is the record's ABI with src/tools/shadow.rs (through the skeleton). */
 struct shadow_rec {
 	u64 jiffies;
 	u64 ns;			/* bpf_ktime_get_ns(): with jiffies, the kernel's HZ */

@@ -2,11 +2,11 @@
 /*
  * `scx_sisutil shadow`'s replay: each wake-up the kernel decided (shadow.bpf.c)
  * through the scheduler's own select_task_rq_fair() (sis.bpf.h) on the
- * synthetic machine (synth.bpf.h), the machine set by src/shadow.rs from the
+ * synthetic machine (synth.bpf.h), the machine set by src/tools/shadow.rs from the
  * snapshot. `replay` is the production entry point, unchanged; `replay_steps`
  * runs the same step functions one by one, with the target optionally forced,
  * so that a disagreement can be put on the first step where the two paths part
- * (src/shadow.rs). No struct_ops, no sched_ext kfunc: it loads on any kernel
+ * (src/tools/shadow.rs). No struct_ops, no sched_ext kfunc: it loads on any kernel
  * that allows bpf().
  */
 #include "synth.bpf.h"
