@@ -45,6 +45,9 @@ const WORDS: usize = MAX_CPUS / 64;
 const STAT_NR: usize = bi::sis_stat_STAT_NR as usize;
 /// WF_SYNC, WF_CURRENT_CPU (kernel/sched/sched.h)
 const WF_CURRENT_CPU: u32 = 0x40;
+/// shadow.bpf.c's SHADOW_UNK_SYNC, SHADOW_UNK_IN_TASK
+const UNK_SYNC: u32 = 1;
+const UNK_IN_TASK: u32 = 2;
 /// Snapshots kept for the replay (each ~480 bytes); later ones are counted, not kept.
 const MAX_KEPT: usize = 400_000;
 /// SIS_PROP counterfactual: rq->max_idle_balance_cost, and a scan cost per CPU (ns)
@@ -63,8 +66,14 @@ pub struct ShadowOpts {
     /// examined per wake-up (needs /usr/bin/python3 with matplotlib)
     #[arg(long)]
     pub plot: Option<PathBuf>,
-    /// Attach with kprobe/kretprobe even where fentry/fexit would load
-    #[arg(long)]
+    /// How to trace the kernel: fentry (fentry/fexit on select_task_rq_fair), kprobe
+    /// (kprobe/kretprobe), tracepoint (tp_btf sched_waking, then csd_queue_cpu or
+    /// sched_wakeup: no trampolines, kprobes or data symbols needed; WF_SYNC and in_task()
+    /// are not readable there). Default: the first of them this kernel allows
+    #[arg(long, value_enum)]
+    pub attach: Option<Attach>,
+    /// The same as --attach kprobe
+    #[arg(long, conflicts_with = "attach")]
     pub kprobe: bool,
     /// Test only: also replay the same records through a deliberately wrong port, the LLC
     /// scan starting at target instead of target + 1 (JSON `mutant`; agreement must drop)
@@ -74,6 +83,35 @@ pub struct ShadowOpts {
     #[arg(long)]
     pub dump: bool,
 }
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attach {
+    Fentry,
+    Kprobe,
+    Tracepoint,
+}
+
+impl Attach {
+    fn name(self) -> &'static str {
+        match self {
+            Attach::Fentry => "fentry",
+            Attach::Kprobe => "kprobe",
+            Attach::Tracepoint => "tracepoint",
+        }
+    }
+}
+
+/// shadow.bpf.c's enum shadow_cnt from SHADOW_TP_NOT_FAIR on: wake-ups the tracepoints saw
+/// but did not output, by why (index, JSON name).
+const TP_SKIPS: [(u32, &str); 7] = [
+    (3, "not_fair_class"),
+    (4, "no_selection_one_cpu"),
+    (5, "on_rq_ttwu_runnable"),
+    (6, "on_cpu_wakelist"),
+    (7, "ambiguous_on_cpu"),
+    (8, "nested_lost"),
+    (9, "rq_unreachable"),
+];
 
 /// One policy's counterfactual over the compared wake-ups.
 #[derive(Serialize, Debug, Clone)]
@@ -107,6 +145,12 @@ pub struct Report {
     pub not_kept: u64,
     /// WF_CURRENT_CPU wake-ups (placed on the waker's CPU before any step)
     pub excluded_current_cpu: u64,
+    /// not compared: an input the attachment cannot read (tracepoint: WF_SYNC, in_task())
+    /// decides the port's CPU, by which input
+    pub undecided: BTreeMap<String, u64>,
+    /// tracepoint: wake-ups seen and not recorded, by why (no select_task_rq_fair() call, or
+    /// one that cannot be told apart; a runqueue not reached)
+    pub not_recorded: BTreeMap<String, u64>,
     /// compared wake-ups whose snapshot had an idle allowed CPU in the LLCs read, %
     pub idle_available_pct: f64,
     pub agreed: u64,
@@ -198,34 +242,48 @@ fn infer_hz(recs: &[Rec]) -> Option<u64> {
         .min_by(|x, y| (*x as f64 - hz).abs().total_cmp(&(*y as f64 - hz).abs()))
 }
 
-/// Record the kernel's decisions for `secs` (or until `stop`). Returns the records, the
-/// attachment used, drops, records not kept.
+/// What one recording gave.
+struct Recording {
+    recs: Vec<Rec>,
+    attach: &'static str,
+    dropped: u64,
+    not_kept: u64,
+    /// tracepoints: wake-ups seen and not output, by why (TP_SKIPS); also rq_unreachable
+    skipped: BTreeMap<String, u64>,
+}
+
+/// Record the kernel's decisions for `secs` (or until `stop`), with the first of `modes`
+/// this kernel allows.
 fn record(
     topo: &bi::sis_topo,
     secs: u64,
-    kprobe_only: bool,
+    modes: &[Attach],
     stop: &Arc<AtomicBool>,
-) -> Result<(Vec<Rec>, String, u64, u64)> {
-    let mut modes = vec![];
-    if !kprobe_only {
-        modes.push(false);
-    }
-    modes.push(true);
+) -> Result<Recording> {
     let mut errs = vec![];
-    for kprobe in modes {
+    for &mode in modes {
         let mut obj = MaybeUninit::<OpenObject>::uninit();
         let mut open = ShadowSkelBuilder::default()
             .open(&mut obj)
             .context("opening the shadow BPF object")?;
         open.progs.scx_lib_init_probe.set_autoload(false);
-        open.progs.shadow_fentry.set_autoload(!kprobe);
-        open.progs.shadow_fexit.set_autoload(!kprobe);
+        let (fentry, kprobe, tp) = (
+            mode == Attach::Fentry,
+            mode == Attach::Kprobe,
+            mode == Attach::Tracepoint,
+        );
+        open.progs.shadow_fentry.set_autoload(fentry);
+        open.progs.shadow_fexit.set_autoload(fentry);
         open.progs.shadow_kprobe.set_autoload(kprobe);
         open.progs.shadow_kretprobe.set_autoload(kprobe);
+        open.progs.shadow_waking.set_autoload(tp);
+        open.progs.shadow_migrate.set_autoload(tp);
+        open.progs.shadow_csd.set_autoload(tp);
+        open.progs.shadow_wakeup.set_autoload(tp);
         let ro = open.maps.rodata_data.as_mut().context("no rodata")?;
         // SAFETY: both are intf.h's struct sis_topo
         unsafe { copy_same_c_type(topo, &mut ro.topo) };
-        let mode = if kprobe { "kprobe" } else { "fentry" };
+        let mode = mode.name();
         let mut skel = match open.load() {
             Ok(s) => s,
             Err(e) => {
@@ -269,26 +327,40 @@ fn record(
         drop(std::mem::take(&mut skel.links));
         pb.consume().context("draining the perf rings")?;
         drop(pb);
-        let mut failed = 0u64;
-        // shadow.bpf.c's SHADOW_OUT_FAILED
-        let key = 1u32.to_ne_bytes();
-        if let Some(vals) = skel
-            .maps
-            .counters
-            .lookup_percpu(&key, libbpf_rs::MapFlags::ANY)
-            .context("reading the tracer's counters")?
-        {
-            for v in vals {
-                failed += u64::from_ne_bytes(v[..8].try_into().unwrap());
+        // shadow.bpf.c's enum shadow_cnt, summed over the CPUs
+        let count = |i: u32| -> Result<u64> {
+            let vals = skel
+                .maps
+                .counters
+                .lookup_percpu(&i.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+                .context("reading the tracer's counters")?
+                .unwrap_or_default();
+            Ok(vals
+                .iter()
+                .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+                .sum())
+        };
+        let failed = count(1)?; // SHADOW_OUT_FAILED
+        let mut skipped = BTreeMap::new();
+        for (i, name) in TP_SKIPS {
+            let n = count(i)?;
+            if n > 0 || tp {
+                skipped.insert(name.to_string(), n);
             }
         }
         let dropped = *lost.borrow() + failed;
         let recs = kept.borrow().clone();
-        let nk = *not_kept.borrow();
-        return Ok((recs, mode.to_string(), dropped, nk));
+        let not_kept = *not_kept.borrow();
+        return Ok(Recording {
+            recs,
+            attach: mode,
+            dropped,
+            not_kept,
+            skipped,
+        });
     }
     bail!(
-        "cannot trace select_task_rq_fair on this kernel ({}); kprobes need CONFIG_KPROBES, fentry needs BPF trampolines",
+        "cannot trace the kernel's wake-ups here ({}); fentry needs BPF trampolines, kprobe CONFIG_KPROBES, tracepoint BTF and tp_btf",
         errs.join("; ")
     )
 }
@@ -585,8 +657,35 @@ struct Analysis {
     idle_available: u64,
     disagreements: BTreeMap<String, u64>,
     policies: Vec<PolicyRow>,
-    /// per record: racy (not compared)
+    /// per record: racy or undecided (not compared)
     racy_mask: Vec<bool>,
+    /// not compared: an unreadable input (WF_SYNC, in_task()) decides the port's CPU
+    undecided: BTreeMap<String, u64>,
+}
+
+/// `r` with each value of the inputs its attachment could not read (shadow.bpf.c's
+/// SHADOW_UNK_*): WF_SYNC both ways, in_task() both ways for a per-CPU kthread waker. The
+/// first is the one replayed for the step names and the counterfactuals (sync 0, in_task).
+fn variants(r: &Rec) -> Vec<Rec> {
+    let mut out = vec![*r];
+    if r.unknown & UNK_SYNC != 0 {
+        out[0].sync = 0;
+        let mut v = out[0];
+        v.sync = 1;
+        out.push(v);
+    }
+    if r.unknown & UNK_IN_TASK != 0 && r.pcpu_kthread != 0 {
+        let more: Vec<Rec> = out
+            .iter()
+            .map(|v| {
+                let mut v = *v;
+                v.pcpu_kthread = 0;
+                v
+            })
+            .collect();
+        out.extend(more);
+    }
+    out
 }
 
 /// Replay the records: agreement, races, disagreements, counterfactuals.
@@ -606,6 +705,7 @@ fn analyse(
     let mut dis: BTreeMap<String, u64> = BTreeMap::new();
     let mut pol: Vec<(u64, u64, u64, u64)> = vec![(0, 0, 0, 0); policies.len()];
     let mut racy_mask = vec![false; recs.len()];
+    let mut undecided: BTreeMap<String, u64> = BTreeMap::new();
     for (idx, r) in recs.iter().enumerate() {
         if r.wake_flags & WF_CURRENT_CPU != 0 {
             current += 1;
@@ -617,6 +717,10 @@ fn analyse(
             entry[i] = (r.avail_idle[i] | r.sched_idle[i]) & r.read[i];
             exit[i] = r.idle_exit[i] & r.read[i];
         }
+        // an input the attachment could not read (tracepoints: WF_SYNC, in_task()) is
+        // replayed both ways; the wake-up is compared only where the port's CPU is the same
+        let vars = variants(r);
+        let r = &vars[0];
         let port = rp.run(r, feat, &entry, -2)?.0;
         let changed = |c: i32| bit(&entry, c) != bit(&exit, c);
         let hint_changed = (0..2).any(|i| {
@@ -638,6 +742,23 @@ fn analyse(
         if is_racy {
             racy += 1;
             continue;
+        }
+        if racy_given.is_none() && vars.len() > 1 {
+            let mut cpus = vec![];
+            for v in &vars {
+                cpus.push(rp.run(v, feat, &entry, -2)?.0.cpu);
+            }
+            if cpus.iter().any(|&c| c != port.cpu) {
+                // which unknown decides: WF_SYNC when flipping it alone changes the CPU
+                let by_sync = vars
+                    .iter()
+                    .zip(&cpus)
+                    .any(|(v, &c)| v.pcpu_kthread == r.pcpu_kthread && c != port.cpu);
+                let why = if by_sync { "sync" } else { "in_task" };
+                *undecided.entry(why.to_string()).or_default() += 1;
+                racy_mask[idx] = true;
+                continue;
+            }
         }
         compared += 1;
         if (0..WORDS.min(8)).any(|i| entry[i] & r.allowed[i] != 0) {
@@ -686,6 +807,7 @@ fn analyse(
         disagreements: dis,
         policies: rows,
         racy_mask,
+        undecided,
     })
 }
 
@@ -704,6 +826,15 @@ fn print_table(rep: &Report) {
         rep.compared,
         rep.idle_available_pct
     );
+    if !rep.not_recorded.is_empty() {
+        println!("not recorded (tracepoint): {:?}", rep.not_recorded);
+    }
+    if !rep.undecided.is_empty() {
+        println!(
+            "undecided (an unreadable input decides the port's CPU): {:?}",
+            rep.undecided
+        );
+    }
     println!(
         "agreed {} of {}: {:.2} %",
         rep.agreed, rep.compared, rep.agreement_pct
@@ -768,7 +899,18 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         .collect::<Result<_>>()?;
     scx_utils::try_set_rlimit_infinity();
     let started = Instant::now();
-    let (recs, attach, dropped, not_kept) = record(&topo, opts.duration, opts.kprobe, stop)?;
+    let modes = match (opts.attach, opts.kprobe) {
+        (Some(a), _) => vec![a],
+        (None, true) => vec![Attach::Kprobe],
+        (None, false) => vec![Attach::Fentry, Attach::Kprobe, Attach::Tracepoint],
+    };
+    let Recording {
+        recs,
+        attach,
+        dropped,
+        not_kept,
+        skipped,
+    } = record(&topo, opts.duration, &modes, stop)?;
     let duration_s = started.elapsed().as_secs_f64();
     // the kernel's HZ (record_wakee's decay period); 250 when the run is too short to tell
     let hz = infer_hz(&recs).unwrap_or(250);
@@ -789,7 +931,7 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         kernel: kernel_release(),
         features: features::names_on(feat).join(","),
         features_source,
-        attach,
+        attach: attach.to_string(),
         hz,
         duration_s,
         wakeups: recs.len() as u64 + not_kept,
@@ -798,6 +940,8 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         dropped,
         not_kept,
         excluded_current_cpu: a.current_cpu,
+        undecided: a.undecided,
+        not_recorded: skipped,
         idle_available_pct: pct(a.idle_available, a.compared),
         agreed: a.agreed,
         agreement_pct: pct(a.agreed, a.compared),

@@ -16,10 +16,12 @@
  *                        sd_llc_shared: has_idle_cores, nr_idle_scan
  *
  * and at exit the CPU the kernel chose, with the same idle state re-read (a
- * change between the two is a race, not a disagreement: src/tools/shadow.rs). Two
+ * change between the two is a race, not a disagreement: src/tools/shadow.rs). Three
  * attachments of one object: fentry/fexit where trampolines are allowed,
  * kprobe/kretprobe elsewhere (select_task_rq_fair is called through
- * sched_class->select_task_rq, never inlined). All kernel reads are CO-RE
+ * sched_class->select_task_rq, never inlined), and tp_btf tracepoints where
+ * neither is (try_to_wake_up()'s sched_waking for the snapshot, csd_queue_cpu or
+ * sched_wakeup for the chosen CPU: see "Tracepoints" below). All kernel reads are CO-RE
  * (BPF_CORE_READ, field flavours for renames) so one object runs on 6.12
  * and 7.x. Records go to a perf event array: one ring per CPU, the losses
  * counted by the kernel and reported to the reader; a failed output is
@@ -78,7 +80,13 @@ struct shadow_rec {
 	u64 idle_exit[MASK_WORDS];	/* available_idle_cpu() || sched_idle_cpu() at exit */
 	u64 read[MASK_WORDS];		/* the CPUs whose state was read */
 	u64 allowed[MASK_WORDS];	/* p->cpus_ptr */
+	u32 unknown;		/* SHADOW_UNK_*: inputs the attachment cannot read */
+	u32 on_cpu;		/* tracepoints: p->on_cpu at sched_waking */
 };
+
+/* shadow_rec.unknown: inputs the tracepoints cannot read (src/tools/shadow.rs replays both values) */
+#define SHADOW_UNK_SYNC		1	/* wake_flags: WF_SYNC is not an argument of sched_waking */
+#define SHADOW_UNK_IN_TASK	2	/* in_task(): no preempt_count without its per-CPU symbol */
 
 /* the skeleton exports the record's type through this */
 struct shadow_rec shadow_rec_layout;
@@ -86,6 +94,8 @@ struct shadow_rec shadow_rec_layout;
 struct shadow_slot {
 	struct shadow_rec rec;
 	u64 p;			/* the task of the call in progress, 0 none */
+	u32 migrated;		/* tracepoints: sched_migrate_task(p) seen since sched_waking */
+	u32 bad;		/* a runqueue could not be reached: not output */
 };
 
 struct {
@@ -105,6 +115,14 @@ enum shadow_cnt {
 	SHADOW_CALLS,		/* entries seen */
 	SHADOW_OUT_FAILED,	/* records the perf ring refused (full) */
 	SHADOW_UNMATCHED,	/* exits without an entry */
+	/* tracepoints: wake-ups not output, by why (src/tools/shadow.rs names them) */
+	SHADOW_TP_NOT_FAIR,	/* prio < MAX_RT_PRIO: RT/DL class, not select_task_rq_fair */
+	SHADOW_TP_NO_SELECT,	/* one allowed CPU or migration disabled: select_task_rq() skips the class */
+	SHADOW_TP_ON_RQ,	/* p->on_rq: ttwu_runnable() (delayed dequeue too), no selection */
+	SHADOW_TP_ON_CPU,	/* wakelist while p->on_cpu (TTWU_QUEUE), no selection */
+	SHADOW_TP_AMBIGUOUS,	/* p->on_cpu at sched_waking, no migration, wakelist: either path */
+	SHADOW_TP_NESTED,	/* a sched_waking before the previous one closed (that one lost) */
+	SHADOW_RQ_MISMATCH,	/* cpu_rq() not reachable, or rq->cpu != cpu */
 	SHADOW_NR_CNT,
 };
 
@@ -130,7 +148,7 @@ extern struct pcpu_hot___shadow pcpu_hot __ksym __weak;
 #define SHADOW_NOT_TASK_MASK	(0x00f00000 | 0x000f0000 | 0x00000100)
 
 /* in_task(): not in NMI, hard IRQ or softirq serving */
-static bool shadow_in_task(void)
+static __always_inline bool shadow_in_task(void)
 {
 	int pc = 0;
 
@@ -161,26 +179,76 @@ static __always_inline void mask_put(u64 *mask, s32 cpu)
 }
 
 /*
- * cpu_rq(cpu): the per-CPU runqueues symbol (declared by scx/common.bpf.h), which needs
- * CONFIG_KALLSYMS_ALL (Debian's kernels have it). The root task group's cfs_rq[cpu]->rq
- * would avoid the symbol, but tg->cfs_rq became a per-CPU pointer in 7.x.
+ * cpu_rq(cpu), two ways, chosen at compile time by @tg (every caller is inlined with a
+ * constant, so a tracepoint program holds no reference to a per-CPU data symbol):
+ * - the per-CPU runqueues symbol (declared by scx/common.bpf.h), which needs
+ *   CONFIG_KALLSYMS_ALL (Debian's kernels have it; without it the verifier refuses the
+ *   program: "failed to find the address for kernel symbol");
+ * - the root task group's cfs_rq[cpu]->rq: root_task_group.cfs_rq[cpu] is &cpu_rq(cpu)->cfs
+ *   (sched_init()), reached from current's task group up the ->parent chain, no symbol
+ *   needed. tg->cfs_rq is an array of pointers up to 7.0 (a per-CPU pointer in 7.x): rq->cpu
+ *   must equal cpu, else the read counts SHADOW_RQ_MISMATCH and the record is dropped.
  */
-static __always_inline struct rq *shadow_rq(s32 cpu)
+static u64 root_tg;	/* root_task_group, found once */
+
+/* task_group up to 7.0: cfs_rq[] an array of nr_cpu_ids pointers (this vmlinux.h: per-CPU) */
+struct task_group___arr {
+	struct cfs_rq **cfs_rq;
+} __attribute__((preserve_access_index));
+
+static __always_inline struct task_group *shadow_root_tg(void)
 {
+	struct task_group *tg, *up;
+	int i;
+
+	if (root_tg)
+		return (struct task_group *)root_tg;
+	tg = BPF_CORE_READ(bpf_get_current_task_btf(), sched_task_group);
+	for (i = 0; i < SHADOW_MAX_LEVELS && tg; i++) {
+		up = BPF_CORE_READ(tg, parent);
+		if (!up) {
+			root_tg = (u64)tg;
+			return tg;
+		}
+		tg = up;
+	}
+	return NULL;
+}
+
+static __always_inline struct rq *shadow_rq(s32 cpu, const bool tg)
+{
+	struct task_group *root;
+	struct cfs_rq **cfs_rqs, *cfs = NULL;
+	struct rq *rq;
+
 	if (cpu < 0 || cpu >= MAX_CPUS)
 		return NULL;
-	return (struct rq *)bpf_per_cpu_ptr(&runqueues, cpu);
+	if (!tg)
+		return (struct rq *)bpf_per_cpu_ptr(&runqueues, cpu);
+	root = shadow_root_tg();
+	if (!root)
+		goto bad;
+	cfs_rqs = BPF_CORE_READ((struct task_group___arr *)root, cfs_rq);
+	if (!cfs_rqs || bpf_core_read(&cfs, sizeof(cfs), &cfs_rqs[cpu]) || !cfs)
+		goto bad;
+	rq = BPF_CORE_READ(cfs, rq);
+	if (!rq || BPF_CORE_READ(rq, cpu) != cpu)
+		goto bad;
+	return rq;
+bad:
+	cnt_inc(SHADOW_RQ_MISMATCH);
+	return NULL;
 }
 
 /* idle_cpu() (the state available_idle_cpu() reads; no vcpu_is_preempted(), see DESIGN) */
-static bool rq_idle(struct rq *rq)
+static __always_inline bool rq_idle(struct rq *rq)
 {
 	return BPF_CORE_READ(rq, curr) == BPF_CORE_READ(rq, idle) &&
 	       !BPF_CORE_READ(rq, nr_running) && !BPF_CORE_READ(rq, ttwu_pending);
 }
 
 /* sched_idle_cpu(): rq->nr_running && rq->nr_running == rq->cfs.h_nr_idle */
-static bool rq_sched_idle(struct rq *rq)
+static __always_inline bool rq_sched_idle(struct rq *rq)
 {
 	u32 nr = BPF_CORE_READ(rq, nr_running), idle;
 
@@ -191,8 +259,15 @@ static bool rq_sched_idle(struct rq *rq)
 	return nr && nr == idle;
 }
 
-/* the CPUs of @cpu's LLC: idle (available, sched) at entry, or idle at exit */
-static void read_llc(struct shadow_rec *r, s32 cpu, bool exit)
+/*
+ * The CPUs of @cpu's LLC: idle (available, sched) at entry, or idle at exit. At a
+ * tracepoint's exit the kernel's own wake-up has already reached @chosen (rq->ttwu_pending
+ * set for the wakelist, or p enqueued: @chosen_base tasks of nr_running are p's): its exit
+ * state is idle_cpu() without that, so that the race test still sees another task arriving.
+ * @chosen_base < 0: nothing to discount (fexit, kretprobe).
+ */
+static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, const bool tg,
+				     s32 chosen, s32 chosen_base)
 {
 	s32 llc;
 	u32 i, start, nr;
@@ -206,12 +281,18 @@ static void read_llc(struct shadow_rec *r, s32 cpu, bool exit)
 	nr = topo.llc_nr[llc & (MAX_LLCS - 1)];
 	bpf_for(i, 0, nr) {
 		s32 c = topo.llc_cpus[(start + i) & (MAX_CPUS - 1)];
-		struct rq *rq = shadow_rq(c);
+		struct rq *rq = shadow_rq(c, tg);
 		bool avail, sidle;
 
-		if (!rq)
+		if (!rq) {
+			r->unknown |= 0x80000000;	/* a CPU not read: the record is dropped */
 			continue;
-		avail = rq_idle(rq);
+		}
+		if (exit && c == chosen && chosen_base >= 0)
+			avail = BPF_CORE_READ(rq, curr) == BPF_CORE_READ(rq, idle) &&
+				BPF_CORE_READ(rq, nr_running) <= (u32)chosen_base;
+		else
+			avail = rq_idle(rq);
 		sidle = rq_sched_idle(rq);
 		if (exit) {
 			if (avail || sidle)
@@ -231,9 +312,10 @@ static void read_llc(struct shadow_rec *r, s32 cpu, bool exit)
  * and only SD_SHARE_LLC domains have ->shared (sd_init()): the highest domain
  * of rq->sd with one.
  */
-static void read_llc_shared(s32 cpu, s32 *has_idle_cores, s32 *nr_idle_scan)
+static __always_inline void read_llc_shared(s32 cpu, s32 *has_idle_cores, s32 *nr_idle_scan,
+					    const bool tg)
 {
-	struct rq *rq = shadow_rq(cpu);
+	struct rq *rq = shadow_rq(cpu, tg);
 	struct sched_domain *sd;
 	struct sched_domain_shared *sds = NULL, *sh;
 	int i;
@@ -308,7 +390,12 @@ static u64 task_h_load(struct task_struct *p, u64 now)
 	return load * h / (cfs_load(cfs[0]) + 1);
 }
 
-static int on_entry(struct task_struct *p, s32 prev, u32 wake_flags)
+/*
+ * The snapshot. @tg: a tracepoint (no per-CPU data symbol: cpu_rq() by the root task
+ * group, WF_SYNC and in_task() unknown, so task_h_load(current) is always read).
+ */
+static __always_inline int on_entry(struct task_struct *p, s32 prev, u32 wake_flags,
+				    const bool tg)
 {
 	u32 zero = 0, i, words;
 	struct shadow_slot *s = bpf_map_lookup_elem(&slots, &zero);
@@ -318,11 +405,13 @@ static int on_entry(struct task_struct *p, s32 prev, u32 wake_flags)
 	s32 this_cpu = bpf_get_smp_processor_id();
 	const struct cpumask *mask;
 	u32 cur_flags;
+	bool kthread;
 
 	cnt_inc(SHADOW_CALLS);
 	if (!s)
 		return 0;
 	s->p = 0;
+	s->migrated = 0;
 	/* fork and exec balance in sched_balance_find_dst_cpu(): not this path */
 	if (!(wake_flags & SHADOW_WF_TTWU))
 		return 0;
@@ -337,16 +426,21 @@ static int on_entry(struct task_struct *p, s32 prev, u32 wake_flags)
 	r->recent_used_cpu = BPF_CORE_READ(p, recent_used_cpu);
 	cur_flags = BPF_CORE_READ(cur, flags);
 	/* is_per_cpu_kthread(current) && in_task() */
-	r->pcpu_kthread = (cur_flags & SHADOW_PF_KTHREAD) &&
-			  BPF_CORE_READ(cur, nr_cpus_allowed) == 1 && shadow_in_task();
+	kthread = (cur_flags & SHADOW_PF_KTHREAD) && BPF_CORE_READ(cur, nr_cpus_allowed) == 1;
+	if (tg) {
+		r->pcpu_kthread = kthread;
+		r->unknown = SHADOW_UNK_SYNC | (kthread ? SHADOW_UNK_IN_TASK : 0);
+	} else {
+		r->pcpu_kthread = kthread && shadow_in_task();
+	}
 	r->sync = (wake_flags & 0x10) && !(cur_flags & SHADOW_PF_EXITING);
 	r->last_wakee_is_p = BPF_CORE_READ(cur, last_wakee) == p;
 	r->waker_flips = BPF_CORE_READ(cur, wakee_flips);
 	r->waker_decay_ts = BPF_CORE_READ(cur, wakee_flip_decay_ts);
 	r->wakee_flips = BPF_CORE_READ(p, wakee_flips);
 
-	this_rq = shadow_rq(this_cpu);
-	prev_rq = prev >= 0 && prev < MAX_CPUS ? shadow_rq(prev) : NULL;
+	this_rq = shadow_rq(this_cpu, tg);
+	prev_rq = prev >= 0 && prev < MAX_CPUS ? shadow_rq(prev, tg) : NULL;
 	if (this_rq) {
 		r->this_nr_running = BPF_CORE_READ(this_rq, nr_running);
 		r->this_load = cfs_load(&this_rq->cfs);
@@ -357,8 +451,9 @@ static int on_entry(struct task_struct *p, s32 prev, u32 wake_flags)
 		r->prev_load = cfs_load(&prev_rq->cfs);
 		r->prev_cap = BPF_CORE_READ(prev_rq, cpu_capacity);
 	}
+	s->bad = !this_rq || !prev_rq;
 	r->wakee_load = task_h_load(p, r->jiffies);
-	if (r->sync)
+	if (r->sync || tg)
 		r->waker_load = task_h_load(cur, r->jiffies);
 
 	words = (topo.nr_cpu_ids + 63) / 64;
@@ -372,16 +467,17 @@ static int on_entry(struct task_struct *p, s32 prev, u32 wake_flags)
 		r->allowed[i & (MASK_WORDS - 1)] = w;
 	}
 
-	read_llc(r, this_cpu, false);
+	read_llc(r, this_cpu, false, tg, -1, -1);
 	if (topo.cpu_llc[prev & (MAX_CPUS - 1)] != topo.cpu_llc[this_cpu & (MAX_CPUS - 1)])
-		read_llc(r, prev, false);
-	read_llc_shared(this_cpu, &r->has_idle_cores[0], &r->nr_idle_scan[0]);
-	read_llc_shared(prev, &r->has_idle_cores[1], &r->nr_idle_scan[1]);
+		read_llc(r, prev, false, tg, -1, -1);
+	read_llc_shared(this_cpu, &r->has_idle_cores[0], &r->nr_idle_scan[0], tg);
+	read_llc_shared(prev, &r->has_idle_cores[1], &r->nr_idle_scan[1], tg);
 	s->p = (u64)p;
 	return 0;
 }
 
-static int on_exit(void *ctx, s32 ret)
+/* The kernel chose @ret; at a tracepoint @chosen_base of its nr_running is the wakee (read_llc). */
+static __always_inline int on_exit(void *ctx, s32 ret, const bool tg, s32 chosen_base)
 {
 	u32 zero = 0;
 	struct shadow_slot *s = bpf_map_lookup_elem(&slots, &zero);
@@ -398,11 +494,13 @@ static int on_exit(void *ctx, s32 ret)
 	r->chosen = ret;
 	r->waker_flips_exit = BPF_CORE_READ(cur, wakee_flips);
 	r->waker_decay_ts_exit = BPF_CORE_READ(cur, wakee_flip_decay_ts);
-	read_llc(r, r->this_cpu, true);
+	read_llc(r, r->this_cpu, true, tg, ret, chosen_base);
 	if (topo.cpu_llc[r->prev & (MAX_CPUS - 1)] != topo.cpu_llc[r->this_cpu & (MAX_CPUS - 1)])
-		read_llc(r, r->prev, true);
-	read_llc_shared(r->this_cpu, &r->has_idle_cores_exit[0], &r->nr_idle_scan_exit[0]);
-	read_llc_shared(r->prev, &r->has_idle_cores_exit[1], &r->nr_idle_scan_exit[1]);
+		read_llc(r, r->prev, true, tg, ret, chosen_base);
+	read_llc_shared(r->this_cpu, &r->has_idle_cores_exit[0], &r->nr_idle_scan_exit[0], tg);
+	read_llc_shared(r->prev, &r->has_idle_cores_exit[1], &r->nr_idle_scan_exit[1], tg);
+	if (s->bad || (r->unknown & 0x80000000))
+		return 0;	/* counted by shadow_rq() as SHADOW_RQ_MISMATCH */
 	if (bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, r, sizeof(*r)))
 		cnt_inc(SHADOW_OUT_FAILED);
 	return 0;
@@ -411,23 +509,121 @@ static int on_exit(void *ctx, s32 ret)
 SEC("fentry/select_task_rq_fair")
 int BPF_PROG(shadow_fentry, struct task_struct *p, int prev_cpu, int wake_flags)
 {
-	return on_entry(p, prev_cpu, wake_flags);
+	return on_entry(p, prev_cpu, wake_flags, false);
 }
 
 SEC("fexit/select_task_rq_fair")
 int BPF_PROG(shadow_fexit, struct task_struct *p, int prev_cpu, int wake_flags, int ret)
 {
-	return on_exit(ctx, ret);
+	return on_exit(ctx, ret, false, -1);
 }
 
 SEC("kprobe/select_task_rq_fair")
 int BPF_KPROBE(shadow_kprobe, struct task_struct *p, int prev_cpu, int wake_flags)
 {
-	return on_entry(p, prev_cpu, wake_flags);
+	return on_entry(p, prev_cpu, wake_flags, false);
 }
 
 SEC("kretprobe/select_task_rq_fair")
 int BPF_KRETPROBE(shadow_kretprobe, int ret)
 {
-	return on_exit(ctx, ret);
+	return on_exit(ctx, ret, false, -1);
+}
+
+/*
+ * Tracepoints (tp_btf), where neither trampolines nor kprobes are allowed. try_to_wake_up()
+ * (kernel/sched/core.c, 6.12 .. 7.x), under p->pi_lock with interrupts off, on the waker's
+ * CPU:
+ *
+ *   trace_sched_waking(p);                                   <- snapshot (shadow_waking)
+ *   if (p->on_rq && ttwu_runnable(p, wake_flags)) break;     no selection (sched_wakeup)
+ *   p->__state = TASK_WAKING;
+ *   if (p->on_cpu && ttwu_queue_wakelist(p, task_cpu(p), ..)) break;   no selection (csd)
+ *   smp_cond_load_acquire(&p->on_cpu, !VAL);
+ *   cpu = select_task_rq(p, p->wake_cpu, &wake_flags);       select_task_rq_fair() when
+ *                                                            nr_cpus_allowed > 1 and
+ *                                                            migration is not disabled
+ *   if (task_cpu(p) != cpu) set_task_cpu(p, cpu);            sched_migrate_task(p, cpu)
+ *   ttwu_queue(p, cpu, ..): ttwu_queue_wakelist()            csd_queue_cpu(cpu, .., &p->wake_entry)
+ *                           else ttwu_do_activate()          sched_wakeup(p), task_cpu(p) == cpu
+ *
+ * So the chosen CPU is csd_queue_cpu's cpu or sched_wakeup's task_cpu(p), on the waker's CPU
+ * before pi_lock is dropped: the per-CPU slot carries the snapshot as with fentry/fexit.
+ * p->on_rq == 0 at sched_waking cannot become 1 under pi_lock (only a wake-up enqueues a
+ * sleeping task): ttwu_runnable() is ruled out. p->on_cpu == 1 at sched_waking leaves both
+ * wakelist paths open unless sched_migrate_task fired (only the selection moves p) or p->on_cpu
+ * is still 1 at csd_queue_cpu (the selection waits for 0): the rest is ambiguous, not output.
+ * Not readable here: wake_flags (WF_SYNC; WF_CURRENT_CPU) and in_task(), marked unknown.
+ */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(shadow_waking, struct task_struct *p)
+{
+	u32 zero = 0;
+	struct shadow_slot *s = bpf_map_lookup_elem(&slots, &zero);
+
+	if (!s)
+		return 0;
+	if (s->p) {
+		cnt_inc(SHADOW_TP_NESTED);
+		s->p = 0;
+	}
+	if (p == bpf_get_current_task_btf() || BPF_CORE_READ(p, on_rq)) {
+		cnt_inc(SHADOW_TP_ON_RQ);
+		return 0;
+	}
+	/* p->sched_class == &fair_sched_class: the prio's class (no sched_ext attached) */
+	if (BPF_CORE_READ(p, prio) < 100) {
+		cnt_inc(SHADOW_TP_NOT_FAIR);
+		return 0;
+	}
+	if (BPF_CORE_READ(p, nr_cpus_allowed) <= 1 || BPF_CORE_READ(p, migration_disabled)) {
+		cnt_inc(SHADOW_TP_NO_SELECT);
+		return 0;
+	}
+	on_entry(p, BPF_CORE_READ(p, wake_cpu), SHADOW_WF_TTWU, true);
+	s->rec.on_cpu = BPF_CORE_READ(p, on_cpu);
+	return 0;
+}
+
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(shadow_migrate, struct task_struct *p, int dest_cpu)
+{
+	u32 zero = 0;
+	struct shadow_slot *s = bpf_map_lookup_elem(&slots, &zero);
+
+	if (s && s->p == (u64)p)
+		s->migrated = 1;
+	return 0;
+}
+
+SEC("tp_btf/csd_queue_cpu")
+int BPF_PROG(shadow_csd, const unsigned int cpu, unsigned long callsite, void *func, void *csd)
+{
+	u32 zero = 0;
+	struct shadow_slot *s = bpf_map_lookup_elem(&slots, &zero);
+	struct task_struct *p;
+
+	/* __ttwu_queue_wakelist() queues &p->wake_entry (a call_single_data_t's first member) */
+	if (!s || !s->p ||
+	    (u64)csd != s->p + bpf_core_field_offset(struct task_struct, wake_entry))
+		return 0;
+	p = (struct task_struct *)s->p;
+	if (s->rec.on_cpu && !s->migrated) {
+		cnt_inc(BPF_CORE_READ(p, on_cpu) ? SHADOW_TP_ON_CPU : SHADOW_TP_AMBIGUOUS);
+		s->p = 0;
+		return 0;
+	}
+	return on_exit(ctx, cpu, true, 0);
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(shadow_wakeup, struct task_struct *p)
+{
+	u32 zero = 0;
+	struct shadow_slot *s = bpf_map_lookup_elem(&slots, &zero);
+
+	if (!s || s->p != (u64)p)
+		return 0;
+	/* ttwu_do_activate() on cpu_rq(cpu) from the waker's CPU: p is one of its nr_running */
+	return on_exit(ctx, BPF_CORE_READ(p, thread_info.cpu), true, 1);
 }
