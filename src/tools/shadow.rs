@@ -110,7 +110,7 @@ const TP_SKIPS: [(u32, &str); 7] = [
     (6, "on_cpu_wakelist"),
     (7, "ambiguous_on_cpu"),
     (8, "nested_lost"),
-    (9, "rq_unreachable"),
+    (9, "rq_not_learned"),
 ];
 
 /// One policy's counterfactual over the compared wake-ups.

@@ -122,7 +122,7 @@ enum shadow_cnt {
 	SHADOW_TP_ON_CPU,	/* wakelist while p->on_cpu (TTWU_QUEUE), no selection */
 	SHADOW_TP_AMBIGUOUS,	/* p->on_cpu at sched_waking, no migration, wakelist: either path */
 	SHADOW_TP_NESTED,	/* a sched_waking before the previous one closed (that one lost) */
-	SHADOW_RQ_MISMATCH,	/* cpu_rq() not reachable, or rq->cpu != cpu */
+	SHADOW_RQ_MISMATCH,	/* tracepoints: a CPU's rq not learned yet, or rq->cpu != cpu */
 	SHADOW_NR_CNT,
 };
 
@@ -179,65 +179,50 @@ static __always_inline void mask_put(u64 *mask, s32 cpu)
 }
 
 /*
- * cpu_rq(cpu), two ways, chosen at compile time by @tg (every caller is inlined with a
+ * cpu_rq(cpu), two ways, chosen at compile time by @tp (every caller is inlined with a
  * constant, so a tracepoint program holds no reference to a per-CPU data symbol):
  * - the per-CPU runqueues symbol (declared by scx/common.bpf.h), which needs
  *   CONFIG_KALLSYMS_ALL (Debian's kernels have it; without it the verifier refuses the
  *   program: "failed to find the address for kernel symbol");
- * - the root task group's cfs_rq[cpu]->rq: root_task_group.cfs_rq[cpu] is &cpu_rq(cpu)->cfs
- *   (sched_init()), reached from current's task group up the ->parent chain, no symbol
- *   needed. tg->cfs_rq is an array of pointers up to 7.0 (a per-CPU pointer in 7.x): rq->cpu
- *   must equal cpu, else the read counts SHADOW_RQ_MISMATCH and the record is dropped.
+ * - learned: every CPU's rq as that CPU itself sees it, current->se.cfs_rq->rq (any task's
+ *   cfs_rq, of whatever group, belongs to its CPU's rq; the idle task's is set by
+ *   init_idle(); CONFIG_FAIR_GROUP_SCHED), kept once rq->cpu is that CPU. Each tracepoint
+ *   program learns its own CPU's; sched_switch runs on every CPU that does anything. A CPU
+ *   not learned yet (or an rq->cpu that differs at use) counts SHADOW_RQ_MISMATCH and the
+ *   record is dropped.
  */
-static u64 root_tg;	/* root_task_group, found once */
+static u64 rq_of_cpu[MAX_CPUS];
 
-/* task_group up to 7.0: cfs_rq[] an array of nr_cpu_ids pointers (this vmlinux.h: per-CPU) */
-struct task_group___arr {
-	struct cfs_rq **cfs_rq;
-} __attribute__((preserve_access_index));
-
-static __always_inline struct task_group *shadow_root_tg(void)
+static __always_inline void learn_this_rq(void)
 {
-	struct task_group *tg, *up;
-	int i;
+	s32 cpu = bpf_get_smp_processor_id();
+	struct cfs_rq *cfs;
+	struct rq *rq;
 
-	if (root_tg)
-		return (struct task_group *)root_tg;
-	tg = BPF_CORE_READ(bpf_get_current_task_btf(), sched_task_group);
-	for (i = 0; i < SHADOW_MAX_LEVELS && tg; i++) {
-		up = BPF_CORE_READ(tg, parent);
-		if (!up) {
-			root_tg = (u64)tg;
-			return tg;
-		}
-		tg = up;
-	}
-	return NULL;
+	if (cpu < 0 || cpu >= MAX_CPUS || rq_of_cpu[cpu & (MAX_CPUS - 1)])
+		return;
+	if (!bpf_core_field_exists(((struct task_struct *)0)->se.cfs_rq))
+		return;	/* !CONFIG_FAIR_GROUP_SCHED: not learnable this way */
+	cfs = BPF_CORE_READ(bpf_get_current_task_btf(), se.cfs_rq);
+	rq = cfs ? BPF_CORE_READ(cfs, rq) : NULL;
+	if (rq && BPF_CORE_READ(rq, cpu) == cpu)
+		rq_of_cpu[cpu & (MAX_CPUS - 1)] = (u64)rq;
 }
 
-static __always_inline struct rq *shadow_rq(s32 cpu, const bool tg)
+static __always_inline struct rq *shadow_rq(s32 cpu, const bool tp)
 {
-	struct task_group *root;
-	struct cfs_rq **cfs_rqs, *cfs = NULL;
 	struct rq *rq;
 
 	if (cpu < 0 || cpu >= MAX_CPUS)
 		return NULL;
-	if (!tg)
+	if (!tp)
 		return (struct rq *)bpf_per_cpu_ptr(&runqueues, cpu);
-	root = shadow_root_tg();
-	if (!root)
-		goto bad;
-	cfs_rqs = BPF_CORE_READ((struct task_group___arr *)root, cfs_rq);
-	if (!cfs_rqs || bpf_core_read(&cfs, sizeof(cfs), &cfs_rqs[cpu]) || !cfs)
-		goto bad;
-	rq = BPF_CORE_READ(cfs, rq);
-	if (!rq || BPF_CORE_READ(rq, cpu) != cpu)
-		goto bad;
+	rq = (struct rq *)rq_of_cpu[cpu & (MAX_CPUS - 1)];
+	if (!rq || BPF_CORE_READ(rq, cpu) != cpu) {
+		cnt_inc(SHADOW_RQ_MISMATCH);
+		return NULL;
+	}
 	return rq;
-bad:
-	cnt_inc(SHADOW_RQ_MISMATCH);
-	return NULL;
 }
 
 /* idle_cpu() (the state available_idle_cpu() reads; no vcpu_is_preempted(), see DESIGN) */
@@ -266,7 +251,7 @@ static __always_inline bool rq_sched_idle(struct rq *rq)
  * state is idle_cpu() without that, so that the race test still sees another task arriving.
  * @chosen_base < 0: nothing to discount (fexit, kretprobe).
  */
-static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, const bool tg,
+static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, const bool tp,
 				     s32 chosen, s32 chosen_base)
 {
 	s32 llc;
@@ -281,7 +266,7 @@ static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, c
 	nr = topo.llc_nr[llc & (MAX_LLCS - 1)];
 	bpf_for(i, 0, nr) {
 		s32 c = topo.llc_cpus[(start + i) & (MAX_CPUS - 1)];
-		struct rq *rq = shadow_rq(c, tg);
+		struct rq *rq = shadow_rq(c, tp);
 		bool avail, sidle;
 
 		if (!rq) {
@@ -313,9 +298,9 @@ static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, c
  * of rq->sd with one.
  */
 static __always_inline void read_llc_shared(s32 cpu, s32 *has_idle_cores, s32 *nr_idle_scan,
-					    const bool tg)
+					    const bool tp)
 {
-	struct rq *rq = shadow_rq(cpu, tg);
+	struct rq *rq = shadow_rq(cpu, tp);
 	struct sched_domain *sd;
 	struct sched_domain_shared *sds = NULL, *sh;
 	int i;
@@ -391,11 +376,11 @@ static u64 task_h_load(struct task_struct *p, u64 now)
 }
 
 /*
- * The snapshot. @tg: a tracepoint (no per-CPU data symbol: cpu_rq() by the root task
- * group, WF_SYNC and in_task() unknown, so task_h_load(current) is always read).
+ * The snapshot. @tp: a tracepoint (no per-CPU data symbol: cpu_rq() as learned by each
+ * CPU, WF_SYNC and in_task() unknown, so task_h_load(current) is always read).
  */
 static __always_inline int on_entry(struct task_struct *p, s32 prev, u32 wake_flags,
-				    const bool tg)
+				    const bool tp)
 {
 	u32 zero = 0, i, words;
 	struct shadow_slot *s = bpf_map_lookup_elem(&slots, &zero);
@@ -427,7 +412,7 @@ static __always_inline int on_entry(struct task_struct *p, s32 prev, u32 wake_fl
 	cur_flags = BPF_CORE_READ(cur, flags);
 	/* is_per_cpu_kthread(current) && in_task() */
 	kthread = (cur_flags & SHADOW_PF_KTHREAD) && BPF_CORE_READ(cur, nr_cpus_allowed) == 1;
-	if (tg) {
+	if (tp) {
 		r->pcpu_kthread = kthread;
 		r->unknown = SHADOW_UNK_SYNC | (kthread ? SHADOW_UNK_IN_TASK : 0);
 	} else {
@@ -439,8 +424,8 @@ static __always_inline int on_entry(struct task_struct *p, s32 prev, u32 wake_fl
 	r->waker_decay_ts = BPF_CORE_READ(cur, wakee_flip_decay_ts);
 	r->wakee_flips = BPF_CORE_READ(p, wakee_flips);
 
-	this_rq = shadow_rq(this_cpu, tg);
-	prev_rq = prev >= 0 && prev < MAX_CPUS ? shadow_rq(prev, tg) : NULL;
+	this_rq = shadow_rq(this_cpu, tp);
+	prev_rq = prev >= 0 && prev < MAX_CPUS ? shadow_rq(prev, tp) : NULL;
 	if (this_rq) {
 		r->this_nr_running = BPF_CORE_READ(this_rq, nr_running);
 		r->this_load = cfs_load(&this_rq->cfs);
@@ -453,7 +438,7 @@ static __always_inline int on_entry(struct task_struct *p, s32 prev, u32 wake_fl
 	}
 	s->bad = !this_rq || !prev_rq;
 	r->wakee_load = task_h_load(p, r->jiffies);
-	if (r->sync || tg)
+	if (r->sync || tp)
 		r->waker_load = task_h_load(cur, r->jiffies);
 
 	words = (topo.nr_cpu_ids + 63) / 64;
@@ -467,17 +452,17 @@ static __always_inline int on_entry(struct task_struct *p, s32 prev, u32 wake_fl
 		r->allowed[i & (MASK_WORDS - 1)] = w;
 	}
 
-	read_llc(r, this_cpu, false, tg, -1, -1);
+	read_llc(r, this_cpu, false, tp, -1, -1);
 	if (topo.cpu_llc[prev & (MAX_CPUS - 1)] != topo.cpu_llc[this_cpu & (MAX_CPUS - 1)])
-		read_llc(r, prev, false, tg, -1, -1);
-	read_llc_shared(this_cpu, &r->has_idle_cores[0], &r->nr_idle_scan[0], tg);
-	read_llc_shared(prev, &r->has_idle_cores[1], &r->nr_idle_scan[1], tg);
+		read_llc(r, prev, false, tp, -1, -1);
+	read_llc_shared(this_cpu, &r->has_idle_cores[0], &r->nr_idle_scan[0], tp);
+	read_llc_shared(prev, &r->has_idle_cores[1], &r->nr_idle_scan[1], tp);
 	s->p = (u64)p;
 	return 0;
 }
 
 /* The kernel chose @ret; at a tracepoint @chosen_base of its nr_running is the wakee (read_llc). */
-static __always_inline int on_exit(void *ctx, s32 ret, const bool tg, s32 chosen_base)
+static __always_inline int on_exit(void *ctx, s32 ret, const bool tp, s32 chosen_base)
 {
 	u32 zero = 0;
 	struct shadow_slot *s = bpf_map_lookup_elem(&slots, &zero);
@@ -494,11 +479,11 @@ static __always_inline int on_exit(void *ctx, s32 ret, const bool tg, s32 chosen
 	r->chosen = ret;
 	r->waker_flips_exit = BPF_CORE_READ(cur, wakee_flips);
 	r->waker_decay_ts_exit = BPF_CORE_READ(cur, wakee_flip_decay_ts);
-	read_llc(r, r->this_cpu, true, tg, ret, chosen_base);
+	read_llc(r, r->this_cpu, true, tp, ret, chosen_base);
 	if (topo.cpu_llc[r->prev & (MAX_CPUS - 1)] != topo.cpu_llc[r->this_cpu & (MAX_CPUS - 1)])
-		read_llc(r, r->prev, true, tg, ret, chosen_base);
-	read_llc_shared(r->this_cpu, &r->has_idle_cores_exit[0], &r->nr_idle_scan_exit[0], tg);
-	read_llc_shared(r->prev, &r->has_idle_cores_exit[1], &r->nr_idle_scan_exit[1], tg);
+		read_llc(r, r->prev, true, tp, ret, chosen_base);
+	read_llc_shared(r->this_cpu, &r->has_idle_cores_exit[0], &r->nr_idle_scan_exit[0], tp);
+	read_llc_shared(r->prev, &r->has_idle_cores_exit[1], &r->nr_idle_scan_exit[1], tp);
 	if (s->bad || (r->unknown & 0x80000000))
 		return 0;	/* counted by shadow_rq() as SHADOW_RQ_MISMATCH */
 	if (bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, r, sizeof(*r)))
@@ -561,6 +546,7 @@ int BPF_PROG(shadow_waking, struct task_struct *p)
 	u32 zero = 0;
 	struct shadow_slot *s = bpf_map_lookup_elem(&slots, &zero);
 
+	learn_this_rq();
 	if (!s)
 		return 0;
 	if (s->p) {
@@ -582,6 +568,14 @@ int BPF_PROG(shadow_waking, struct task_struct *p)
 	}
 	on_entry(p, BPF_CORE_READ(p, wake_cpu), SHADOW_WF_TTWU, true);
 	s->rec.on_cpu = BPF_CORE_READ(p, on_cpu);
+	return 0;
+}
+
+/* every CPU's rq, learned where it runs (shadow_rq()) */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(shadow_switch)
+{
+	learn_this_rq();
 	return 0;
 }
 
