@@ -327,9 +327,10 @@ fn shadow(name: &str, kernel: &str, modes: &[&str]) {
         let (compared, pct, mutant) =
             (f("compared"), f("agreement_pct"), f("mutant_agreement_pct"));
         println!(
-            "{name}: {m}: {compared} compared wake-ups ({} racy, {} dropped), agreement {pct:.2} %, mutant {mutant:.2} %",
+            "{name}: {m}: {compared} compared wake-ups ({} racy, {} dropped, {} undecided), agreement {pct:.2} %, mutant {mutant:.2} %",
             f("racy"),
-            f("dropped")
+            f("dropped"),
+            f("undecided")
         );
         assert!(
             compared >= SHADOW_MIN_COMPARED as f64,
@@ -347,8 +348,8 @@ fn shadow(name: &str, kernel: &str, modes: &[&str]) {
 }
 
 vm_tests! {
-    shadow_7 = shadow("7", &["fentry", "kprobe"]);
-    shadow_6_12 = shadow("6.12", &["fentry"]);
+    shadow_7 = shadow("7", &["fentry", "kprobe", "tracepoint"]);
+    shadow_6_12 = shadow("6.12", &["fentry", "tracepoint"]);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1110,6 +1110,101 @@ mod tests {
     }
 
     #[test]
+    fn shadow_unknown_sync_is_replayed_both_ways() {
+        // 2 LLCs with SMT, every CPU busy; the waker on 0 alone on its rq, prev 4. With
+        // WF_SYNC wake_affine_idle() pulls to 0 (sync && nr_running == 1); without it
+        // wake_affine_weight() keeps prev (this CPU loaded): the port's CPU depends on an
+        // input the tracepoints cannot read, so the wake-up is not compared
+        let t = topo(2, 2, 2);
+        let mut r = rec(0, 4, &[], 4, 0, 8);
+        r.this_load = 2048;
+        r.unknown = UNK_SYNC;
+        let o = analyse_one(&t, r);
+        assert_eq!((o.compared, o.racy), (0, 0), "{o:?}");
+        assert_eq!(o.undecided.get("sync"), Some(&1), "{o:?}");
+        // known (fentry): compared, and sync = 1 is the kernel's 0
+        r.unknown = 0;
+        r.sync = 1;
+        assert_eq!((analyse_one(&t, r).compared, analyse_one(&t, r).agreed), (1, 1));
+        // two tasks on the waker's rq: sync no longer pulls, both ways keep prev: compared
+        r.unknown = UNK_SYNC;
+        r.sync = 0;
+        r.this_nr_running = 2;
+        r.chosen = 4;
+        let o = analyse_one(&t, r);
+        assert_eq!((o.compared, o.agreed), (1, 1), "{o:?}");
+        assert!(o.undecided.is_empty());
+    }
+
+    #[test]
+    fn shadow_unknown_in_task_is_replayed_both_ways() {
+        // this = prev = 2, a per-CPU kthread waker alone on its rq: in task context the port
+        // stacks on prev (busy); from an interrupt it scans and finds idle 3
+        let t = topo(1, 4, 1);
+        let mut r = rec(2, 2, &[3], 4, 3, 4);
+        r.pcpu_kthread = 1;
+        r.unknown = UNK_IN_TASK;
+        let o = analyse_one(&t, r);
+        assert_eq!(o.compared, 0, "{o:?}");
+        assert_eq!(o.undecided.get("in_task"), Some(&1), "{o:?}");
+        // not a kthread: in_task() does not matter
+        r.pcpu_kthread = 0;
+        assert_eq!(analyse_one(&t, r).agreed, 1);
+    }
+
+    /// The tracepoint attachment on this host (root, tp_btf; no sched_ext attached): two
+    /// threads that wake each other over channels while it records for 1 s. Every record
+    /// must name CPUs of this machine and the tracer must have learned every CPU's rq.
+    #[test]
+    fn shadow_tracepoint_records_this_host() {
+        use std::sync::mpsc::channel;
+        let t = scx_utils::Topology::new().unwrap();
+        let topo = TopoDesc::from_scx(&t).build().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx1, rx1) = channel::<u32>();
+        let (tx2, rx2) = channel::<u32>();
+        let s2 = stop.clone();
+        let a = std::thread::spawn(move || {
+            while !s2.load(Ordering::Relaxed) {
+                if tx1.send(1).is_err() || rx2.recv().is_err() {
+                    break;
+                }
+            }
+        });
+        let b = std::thread::spawn(move || {
+            while let Ok(v) = rx1.recv() {
+                if tx2.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        let never = Arc::new(AtomicBool::new(false));
+        let rec = record(&topo, 1, &[Attach::Tracepoint], &never).expect("tracepoint attach");
+        stop.store(true, Ordering::Relaxed);
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(rec.attach, "tracepoint");
+        assert!(rec.recs.len() >= 100, "only {} wake-ups recorded", rec.recs.len());
+        let n = t.all_cpus.len() as i32;
+        for r in &rec.recs {
+            assert!(
+                (0..n).contains(&r.chosen) && (0..n).contains(&r.prev) && (0..n).contains(&r.this_cpu),
+                "a record names a CPU this machine does not have: {r:?}"
+            );
+            assert_eq!(r.unknown & UNK_SYNC, UNK_SYNC, "WF_SYNC is not readable there");
+            assert!(bit(&r.allowed, r.chosen), "the kernel's CPU is not allowed: {r:?}");
+        }
+        // each CPU's rq is learned at its first sched_switch: a few records at most are lost
+        let unlearned = rec.skipped["rq_not_learned"];
+        assert!(
+            unlearned <= 4 * n as u64,
+            "{unlearned} records lost to an unlearned rq ({} kept)",
+            rec.recs.len()
+        );
+        assert_eq!(rec.skipped.len(), TP_SKIPS.len());
+    }
+
+    #[test]
     fn shadow_hz_from_the_clock() {
         let mk = |j, ns| Rec {
             jiffies: j,

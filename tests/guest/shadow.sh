@@ -5,8 +5,8 @@
 # `scx_sisutil shadow` under the kernel's own fair class (no sched_ext scheduler attached)
 # with a mixed load that leaves CPUs idle: hackbench over pipes, 1 group of 2+2 tasks (short
 # sleeps and sync wake-ups), and stress-ng --cpu at 50 % on a quarter of the CPUs (both LLCs'
-# SIS_UTIL depths move; a saturated guest would leave no idle CPU to choose). For each ATTACH (fentry, kprobe; default
-# fentry), SECS seconds of the kernel's decisions, replayed:
+# SIS_UTIL depths move; a saturated guest would leave no idle CPU to choose). For each ATTACH
+# (fentry, kprobe, tracepoint; default fentry), SECS seconds of the kernel's decisions, replayed:
 #   at least 1000 compared wake-ups (16 s: 4,571-8,919 seen; 8 s gave 731 once on a loaded
 #   host), agreement >= 92 % here and >= 95 % in tests/vm.rs (seen with in_task() read:
 #   7.3.4 99.2-99.7 %, 6.12 99.9 %; the figure is printed every run)
@@ -44,8 +44,7 @@ bg $!
 sleep 2
 
 for mode in "${modes[@]}"; do
-  args=(--duration "$secs" --json --mutate-scan-start --dump)
-  [ "$mode" = kprobe ] && args+=(--kprobe)
+  args=(--duration "$secs" --json --mutate-scan-start --dump --attach "$mode")
   info "scx_sisutil shadow ${args[*]}"
   scx_sisutil shadow "${args[@]}" > "/tmp/shadow-$mode.json" 2> "/tmp/shadow-$mode.err" ||
     fail "shadow --$mode exited $?: $(grep -v '^libbpf' "/tmp/shadow-$mode.err" | tail -n 3 | tr '\n' ' ')"
@@ -57,6 +56,8 @@ for mode in "${modes[@]}"; do
   for k in wakeups compared racy dropped agreed agreement_pct idle_available_pct; do
     figure "${mode}_$k" "$(jq -r ".$k" "$j")"
   done
+  figure "${mode}_undecided" "$(jq -r '[.undecided[]] | add // 0' "$j")"
+  info "$mode not recorded: $(jq -c .not_recorded "$j")"
   figure "${mode}_mutant_agreement_pct" "$(jq -r .mutant.agreement_pct "$j")"
   info "$mode disagreements: $(jq -c .disagreements "$j")"
   info "$mode mutant disagreements: $(jq -c .mutant.disagreements "$j")"

@@ -218,10 +218,8 @@ static __always_inline struct rq *shadow_rq(s32 cpu, const bool tp)
 	if (!tp)
 		return (struct rq *)bpf_per_cpu_ptr(&runqueues, cpu);
 	rq = (struct rq *)rq_of_cpu[cpu & (MAX_CPUS - 1)];
-	if (!rq || BPF_CORE_READ(rq, cpu) != cpu) {
-		cnt_inc(SHADOW_RQ_MISMATCH);
-		return NULL;
-	}
+	if (!rq || BPF_CORE_READ(rq, cpu) != cpu)
+		return NULL;	/* the record is dropped and counted (on_exit()) */
 	return rq;
 }
 
@@ -484,8 +482,10 @@ static __always_inline int on_exit(void *ctx, s32 ret, const bool tp, s32 chosen
 		read_llc(r, r->prev, true, tp, ret, chosen_base);
 	read_llc_shared(r->this_cpu, &r->has_idle_cores_exit[0], &r->nr_idle_scan_exit[0], tp);
 	read_llc_shared(r->prev, &r->has_idle_cores_exit[1], &r->nr_idle_scan_exit[1], tp);
-	if (s->bad || (r->unknown & 0x80000000))
-		return 0;	/* counted by shadow_rq() as SHADOW_RQ_MISMATCH */
+	if (s->bad || (r->unknown & 0x80000000)) {
+		cnt_inc(SHADOW_RQ_MISMATCH);
+		return 0;
+	}
 	if (bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, r, sizeof(*r)))
 		cnt_inc(SHADOW_OUT_FAILED);
 	return 0;
