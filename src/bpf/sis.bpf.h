@@ -573,8 +573,14 @@ static s32 wake_affine_idle(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync
 	if (sis_idle(c, this_cpu) && sis_share_cache(this_cpu, prev))
 		return sis_idle(c, prev) ? prev : this_cpu;
 
-	/* "sync && cpu_rq(this_cpu)->nr_running == 1": only the waker runs here */
-	if (sync && sis_nr_running(c, this_cpu) == 1)
+	/*
+	 * "if (sync) { rq = cpu_rq(this_cpu); if ((rq->nr_running - cfs_h_nr_delayed(rq)) == 1)
+	 * return this_cpu; }": only the waker runs here. cfs_h_nr_delayed() (rq->cfs.h_nr_queued -
+	 * rq->cfs.h_nr_runnable) discounts tasks DELAY_DEQUEUE keeps queued after they slept
+	 * (a fix of 2025 that added cfs_h_nr_delayed(), carried by stable trees too); before
+	 * it the test was nr_running == 1. 0 under sched_ext (wake.bpf.h).
+	 */
+	if (sync && sis_nr_running(c, this_cpu) - sis_nr_delayed(c, this_cpu) == 1)
 		return this_cpu;
 
 	if (sis_feat(c, FEAT_WA_IDLE_PREV) && sis_idle(c, prev)) {

@@ -126,12 +126,15 @@ static __always_inline bool sis_share_cache(s32 a, s32 b)
  *   sis_idle(c, cpu)        available_idle_cpu(): a read, no claim
  *   sis_claim(c, cpu)       take an idle CPU (test_and_clear)
  *   sis_nr_running(c, cpu)  cpu_rq(cpu)->nr_running
+ *   sis_nr_delayed(c, cpu)  cfs_h_nr_delayed(cpu_rq(cpu)): fair tasks kept queued by
+ *                           DELAY_DEQUEUE (6.12+), rq->cfs.h_nr_queued - h_nr_runnable
  *   sis_jiffies(c), sis_hz()                 jiffies, HZ
  *   calib_idle_words(c, dst, nr)             the first nr words of the idle mask
  */
 static __always_inline bool sis_idle(struct sis_ctx *c, s32 cpu);
 static __always_inline bool sis_claim(struct sis_ctx *c, s32 cpu);
 static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu);
+static __always_inline u32 sis_nr_delayed(struct sis_ctx *c, s32 cpu);
 static __always_inline u64 sis_jiffies(struct sis_ctx *c);
 static __always_inline u32 sis_hz(void);
 static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr);

@@ -20,6 +20,8 @@
 #include "sis_ctx.bpf.h"
 
 u32 nr_running[MAX_CPUS];
+/* cfs_h_nr_delayed() per CPU (the shadow replay: the kernel's; else 0) */
+u32 nr_delayed[MAX_CPUS];
 /* the idle mask */
 u64 synth_idle[MAX_CPUS / 64];
 u64 synth_jiffies;
@@ -43,6 +45,13 @@ static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu)
 	if (cpu < 0 || cpu >= MAX_CPUS)
 		return 0;
 	return nr_running[cpu & (MAX_CPUS - 1)];
+}
+
+static __always_inline u32 sis_nr_delayed(struct sis_ctx *c, s32 cpu)
+{
+	if (cpu < 0 || cpu >= MAX_CPUS)
+		return 0;
+	return nr_delayed[cpu & (MAX_CPUS - 1)];
 }
 
 static __always_inline u64 sis_jiffies(struct sis_ctx *c)

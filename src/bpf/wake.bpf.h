@@ -52,6 +52,16 @@ static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu)
 	return rq ? rq->nr_running : 0;
 }
 
+/*
+ * cfs_h_nr_delayed(cpu_rq(cpu)): sched_ext tasks are never delay-dequeued (that is fair.c's
+ * EEVDF), so none of the tasks nr_running counts here are: 0. The shadow replay supplies the
+ * kernel's (synth.bpf.h).
+ */
+static __always_inline u32 sis_nr_delayed(struct sis_ctx *c, s32 cpu)
+{
+	return 0;
+}
+
 static __always_inline u64 sis_jiffies(struct sis_ctx *c)
 {
 	return bpf_jiffies64();

@@ -411,6 +411,7 @@ impl<'obj> Replay<'obj> {
         let bss = self.skel.maps.bss_data.as_mut().context("no bss")?;
         for c in self.dirty.drain(..) {
             bss.nr_running[c] = 0;
+            bss.nr_delayed[c] = 0;
             let cc = &mut bss.cpu_ctxs[c];
             cc.util = 0;
             cc.avg_idle = 0;
@@ -425,6 +426,7 @@ impl<'obj> Replay<'obj> {
         }
         let (this, prev) = (r.this_cpu as usize % MAX_CPUS, r.prev as usize % MAX_CPUS);
         bss.nr_running[this] = r.this_nr_running;
+        bss.nr_delayed[this] = r.this_nr_delayed;
         bss.cpu_ctxs[this].util = r.this_load;
         bss.cpu_ctxs[prev].util = r.prev_load;
         // SIS_PROP (vanilla's counterfactual): the waker's CPU just left idle
@@ -605,7 +607,7 @@ fn classify(
 fn dump_line(step: &str, r: &Rec, idle: &[u64; WORDS], port: &Run) -> String {
     format!(
         "shadow: disagreement at {step}: this {} prev {} recent {} kernel {} port {} \
-         wake_flags {:#x} sync {} pcpu_kthread {} this_nr_running {} idle {:#x} \
+         wake_flags {:#x} sync {} pcpu_kthread {} this_nr_running {} (delayed {}) idle {:#x} \
          sched_idle {:#x} allowed {:#x} has_idle_cores {:?} nr_idle_scan {:?} \
          fast {} scanned {}",
         r.this_cpu,
@@ -617,6 +619,7 @@ fn dump_line(step: &str, r: &Rec, idle: &[u64; WORDS], port: &Run) -> String {
         r.sync,
         r.pcpu_kthread,
         r.this_nr_running,
+        r.this_nr_delayed,
         idle[0],
         r.sched_idle[0],
         r.allowed[0],
@@ -1134,6 +1137,23 @@ mod tests {
         let o = analyse_one(&t, r);
         assert_eq!((o.compared, o.agreed), (1, 1), "{o:?}");
         assert!(o.undecided.is_empty());
+    }
+
+    #[test]
+    fn shadow_wake_affine_idle_discounts_delayed_tasks() {
+        // a sync wake-up, every CPU busy, the waker's rq: the waker and one delay-dequeued
+        // task (nr_running 2, cfs_h_nr_delayed 1): wake_affine_idle() pulls to this_cpu 0
+        // (7.x, and stable trees with the fix); prev 4 when the delayed task is not discounted
+        let t = topo(2, 2, 2);
+        let mut r = rec(0, 4, &[], 4, 0, 8);
+        r.sync = 1;
+        r.this_nr_running = 2;
+        r.this_nr_delayed = 1;
+        r.this_load = 2048;
+        assert_eq!(analyse_one(&t, r).agreed, 1);
+        r.this_nr_delayed = 0;
+        r.chosen = 4;
+        assert_eq!(analyse_one(&t, r).agreed, 1);
     }
 
     #[test]

@@ -82,6 +82,8 @@ struct shadow_rec {
 	u64 allowed[MASK_WORDS];	/* p->cpus_ptr */
 	u32 unknown;		/* SHADOW_UNK_*: inputs the attachment cannot read */
 	u32 on_cpu;		/* tracepoints: p->on_cpu at sched_waking */
+	u32 this_nr_delayed;	/* cfs_h_nr_delayed(this_rq) */
+	u32 __pad;
 };
 
 /* shadow_rec.unknown: inputs the tracepoints cannot read (src/tools/shadow.rs replays both values) */
@@ -157,6 +159,24 @@ static __always_inline bool shadow_in_task(void)
 	else if (bpf_core_field_exists(pcpu_hot.preempt_count))
 		pc = ((struct pcpu_hot___shadow *)bpf_this_cpu_ptr(&pcpu_hot))->preempt_count;
 	return !(pc & SHADOW_NOT_TASK_MASK);
+}
+
+/*
+ * cfs_h_nr_delayed(rq) (fair.c): rq->cfs.h_nr_queued - rq->cfs.h_nr_runnable (v6.14+, when
+ * h_nr_running became h_nr_queued); v6.13's cfs_rq->h_nr_delayed; before DELAY_DEQUEUE's
+ * accounting (6.12.0) neither: 0.
+ */
+struct cfs_rq___delayed {
+	unsigned int h_nr_delayed;
+} __attribute__((preserve_access_index));
+
+static __always_inline u32 rq_nr_delayed(struct rq *rq)
+{
+	if (bpf_core_field_exists(rq->cfs.h_nr_runnable) && bpf_core_field_exists(rq->cfs.h_nr_queued))
+		return BPF_CORE_READ(rq, cfs.h_nr_queued) - BPF_CORE_READ(rq, cfs.h_nr_runnable);
+	if (bpf_core_field_exists(((struct cfs_rq___delayed *)0)->h_nr_delayed))
+		return BPF_CORE_READ((struct cfs_rq___delayed *)&rq->cfs, h_nr_delayed);
+	return 0;
 }
 
 /* cfs_rq->h_nr_idle (v6.14+) was idle_h_nr_running */
@@ -426,6 +446,7 @@ static __always_inline int on_entry(struct task_struct *p, s32 prev, u32 wake_fl
 	prev_rq = prev >= 0 && prev < MAX_CPUS ? shadow_rq(prev, tp) : NULL;
 	if (this_rq) {
 		r->this_nr_running = BPF_CORE_READ(this_rq, nr_running);
+		r->this_nr_delayed = rq_nr_delayed(this_rq);
 		r->this_load = cfs_load(&this_rq->cfs);
 		r->this_cap = BPF_CORE_READ(this_rq, cpu_capacity);
 		r->avg_idle = BPF_CORE_READ(this_rq, avg_idle);
