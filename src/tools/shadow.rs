@@ -1128,7 +1128,10 @@ mod tests {
         // known (fentry): compared, and sync = 1 is the kernel's 0
         r.unknown = 0;
         r.sync = 1;
-        assert_eq!((analyse_one(&t, r).compared, analyse_one(&t, r).agreed), (1, 1));
+        assert_eq!(
+            (analyse_one(&t, r).compared, analyse_one(&t, r).agreed),
+            (1, 1)
+        );
         // two tasks on the waker's rq: sync no longer pulls, both ways keep prev: compared
         r.unknown = UNK_SYNC;
         r.sync = 0;
@@ -1204,15 +1207,28 @@ mod tests {
         a.join().unwrap();
         b.join().unwrap();
         assert_eq!(rec.attach, "tracepoint");
-        assert!(rec.recs.len() >= 100, "only {} wake-ups recorded", rec.recs.len());
+        assert!(
+            rec.recs.len() >= 100,
+            "only {} wake-ups recorded",
+            rec.recs.len()
+        );
         let n = t.all_cpus.len() as i32;
         for r in &rec.recs {
             assert!(
-                (0..n).contains(&r.chosen) && (0..n).contains(&r.prev) && (0..n).contains(&r.this_cpu),
+                (0..n).contains(&r.chosen)
+                    && (0..n).contains(&r.prev)
+                    && (0..n).contains(&r.this_cpu),
                 "a record names a CPU this machine does not have: {r:?}"
             );
-            assert_eq!(r.unknown & UNK_SYNC, UNK_SYNC, "WF_SYNC is not readable there");
-            assert!(bit(&r.allowed, r.chosen), "the kernel's CPU is not allowed: {r:?}");
+            assert_eq!(
+                r.unknown & UNK_SYNC,
+                UNK_SYNC,
+                "WF_SYNC is not readable there"
+            );
+            assert!(
+                bit(&r.allowed, r.chosen),
+                "the kernel's CPU is not allowed: {r:?}"
+            );
         }
         // each CPU's rq is learned at its first sched_switch: a few records at most are lost
         let unlearned = rec.skipped["rq_not_learned"];
