@@ -50,7 +50,7 @@ struct {
 struct task_ctx {
 	struct sis_wake_state ws; /* recent_used_cpu, last_wakee, wakee_flips (fair.c) */
 	u32 desched_wakeup;	/* sched_waking saw TTWU_QUEUE_DESCHED's condition */
-	u32 __pad;
+	u32 queued_in;		/* 1 + the LLC whose queued count holds the task, 0 none (steal.bpf.h) */
 	u64 load_avg;		/* task_h_load(): PELT-like runnable average (see task_load_update) */
 	u64 runnable_at;	/* ops.runnable */
 	u64 quiescent_at;	/* ops.quiescent, 0: never slept */

@@ -12,7 +12,8 @@
  *   wake.bpf.h    the wake-up over sched_ext: primitives, task load, the
  *                 TTWU_QUEUE_DESCHED tracepoint, select_cpu, idle transitions
  *   vtime.bpf.h   fairness inside an LLC: EEVDF's vruntime, lag and deadlines
- *   queue.bpf.h   enqueue, the kick of an idle CPU (kick.bpf.h), dispatch
+ *   queue.bpf.h   enqueue, the kick of an idle CPU (kick.bpf.h), dispatch and
+ *                 its steal (steal.bpf.h)
  */
 #include <scx/common.bpf.h>
 #include <scx/compat.bpf.h>
@@ -49,6 +50,7 @@ void BPF_STRUCT_OPS(sisutil_tick, struct task_struct *p)
 void BPF_STRUCT_OPS(sisutil_running, struct task_struct *p)
 {
 	cpu_note_running(p);
+	queue_left(p);
 	vt_running(p);
 }
 
@@ -66,6 +68,7 @@ void BPF_STRUCT_OPS(sisutil_runnable, struct task_struct *p, u64 enq_flags)
 void BPF_STRUCT_OPS(sisutil_quiescent, struct task_struct *p, u64 deq_flags)
 {
 	wake_load_quiescent(p);
+	queue_left(p);
 	vt_quiescent(p);
 }
 

@@ -4,7 +4,8 @@
  * from vtime.bpf.h), the enqueue's kick of an idle CPU to come and take the
  * work (kick.bpf.h's search over sched_ext's idle mask, kick_ilb()'s
  * shared flag word), and the dispatch that serves
- * the LLC's queue, then steals (with NEWIDLE_SKIP_IPI).
+ * the LLC's queue, then steals (steal.bpf.h's summary and walk; with
+ * NEWIDLE_SKIP_IPI).
  */
 #pragma once
 
@@ -14,6 +15,7 @@
 #include "ctx.bpf.h"
 #include "vtime.bpf.h"
 #include "kick.bpf.h"
+#include "steal.bpf.h"
 #include "decide.bpf.h"
 
 /* the kick-pending flag word (nohz_flags() of kick_ilb()): CPUs asked to come and take queued work */
@@ -113,6 +115,7 @@ static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
 static void queue_enqueue(struct task_struct *p, u64 enq_flags)
 {
 	s32 cpu = scx_bpf_task_cpu(p), llc = sis_cpu_llc(cpu);
+	struct task_ctx *tctx;
 
 	if (llc < 0) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
@@ -121,6 +124,12 @@ static void queue_enqueue(struct task_struct *p, u64 enq_flags)
 		return;
 	}
 
+	/* counted in the LLC's queued work before the insert (steal.bpf.h) */
+	tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+	if (tctx)
+		queued_enter(&tctx->queued_in, llc);
+	else
+		WRITE_ONCE(steal_uncounted, 1);
 	/* the EEVDF order: the virtual deadline, within the LLC clock's wait guard */
 	scx_bpf_dsq_insert_vtime(p, llc, slice_ns, vt_enqueue_key(p, llc), enq_flags);
 	stat_inc(llc, STAT_ENQUEUE);
@@ -160,6 +169,25 @@ static void queue_tick(struct task_struct *cur)
 	}
 }
 
+/* ops.running and ops.quiescent: the task no longer counts as queued work (steal.bpf.h) */
+static void queue_left(struct task_struct *p)
+{
+	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+
+	if (tctx)
+		queued_leave(&tctx->queued_in);
+}
+
+/* the steal's move (steal.bpf.h) over sched_ext's DSQs */
+struct steal_env {
+	u32 unused;
+};
+
+static __always_inline bool steal_move(struct steal_env *e, s32 llc)
+{
+	return scx_bpf_dsq_move_to_local(llc, 0);
+}
+
 /* Clear this CPU's kick-pending bit; true if it was set (woken for work). */
 static bool take_kick(s32 cpu)
 {
@@ -175,13 +203,15 @@ static bool take_kick(s32 cpu)
 /*
  * ops.dispatch: this LLC's queue first; else prev goes on; else, unless
  * NEWIDLE_SKIP_IPI sends an idle CPU woken for no work back to idle, the
- * newidle balance analog steals from the other LLCs, nearest first.
+ * newidle balance analog steals from the other LLCs, nearest first, those
+ * with queued work only (steal_search, steal.bpf.h).
  */
 static void queue_dispatch(s32 cpu, struct task_struct *prev)
 {
 	s32 llc = sis_cpu_llc(cpu);
 	bool kicked = take_kick(cpu);
-	u32 k;
+	struct steal_env se = {};
+	u32 tried = 0, walked = 0;
 
 	if (llc < 0)
 		return;
@@ -201,15 +231,9 @@ static void queue_dispatch(s32 cpu, struct task_struct *prev)
 		return;
 	}
 
-	/* the newidle balance analog: other LLCs, nearest first */
-	bpf_for(k, 0, topo.nr_llcs - 1) {
-		if (k >= MAX_LLCS)
-			break;
-		if (scx_bpf_dsq_move_to_local(topo.llc_steal[llc & (MAX_LLCS - 1)][k & (MAX_LLCS - 1)], 0)) {
-			stat_inc(llc, STAT_STEAL);
-			return;
-		}
-	}
+	/* the newidle balance analog: other LLCs, nearest first; none queued anywhere, no walk */
+	if (steal_search(&se, llc, &tried, &walked) >= 0)
+		stat_inc(llc, STAT_STEAL);
 }
 
 /* ops.init: the kick search's LLC masks, one DSQ per LLC (id = LLC index) */

@@ -25,6 +25,7 @@ const F_WAKE_RESCUE: u64 = bi::sis_feature_FEAT_WAKE_RESCUE as u64;
 const HIT_TTWU_QUEUE_DESCHED: usize = bi::sis_stat_STAT_HIT_TTWU_QUEUE_DESCHED as usize;
 const HIT_KICK_SKIP_REDUNDANT: usize = bi::sis_stat_STAT_HIT_KICK_SKIP_REDUNDANT as usize;
 /// include/linux/sched.h
+const MAX_LLCS: usize = bi::sis_consts_MAX_LLCS as usize;
 const PF_EXITING: u32 = 0x4;
 const PF_KTHREAD: u32 = 0x0020_0000;
 
@@ -559,4 +560,192 @@ fn decide_tick_kicks_when_work_waits() {
             "features {feat:#x} queued {queued}"
         );
     }
+}
+
+/// A machine of `nr_llcs` LLCs of one or two CPUs each, on two nodes (for the steal order).
+fn llcs_topo(nr_llcs: usize, rng: &mut impl rand::Rng) -> Box<bi::sis_topo> {
+    let mut cpus = Vec::new();
+    for l in 0..nr_llcs {
+        for _ in 0..rng.gen_range(1..=2) {
+            let id = cpus.len();
+            cpus.push(CpuDesc {
+                id,
+                llc: l,
+                core: id,
+                node: l % 2,
+            });
+        }
+    }
+    TopoDesc { cpus }.build().expect("topology")
+}
+
+struct Steal {
+    llc: i32,
+    tried: u32,
+    walked: u32,
+}
+
+fn steal(
+    skel: &mut SisTestSkel<'_>,
+    llc: usize,
+    dsq: &[u32],
+    queued: &[u64],
+    uncounted: bool,
+) -> Steal {
+    let bss = skel.maps.bss_data.as_mut().expect("bss mmapped");
+    bss.steal_dsq_nr = [0; MAX_LLCS];
+    bss.steal_dsq_nr[..dsq.len()].copy_from_slice(dsq);
+    bss.llc_queued = [0; MAX_LLCS];
+    bss.llc_queued[..queued.len()].copy_from_slice(queued);
+    bss.steal_uncounted = uncounted as u32;
+    io(skel).llc = llc as i32;
+    io(skel).out_cpu = -99;
+    run!(skel, test_steal);
+    let d = io(skel);
+    Steal {
+        llc: d.out_cpu,
+        tried: d.probed,
+        walked: d.first,
+    }
+}
+
+/// The steal's summary (steal.bpf.h) picks the LLC the plain walk picks (every other LLC
+/// in steal order, the first whose DSQ has a task), on random machines of 1 to 64 LLCs
+/// with random queue lengths and a summary that bounds them from above (tasks in flight
+/// counted, as between a consume and ops.running): the moves tried are the LLCs counted
+/// non-empty up to the hit, and nothing queued anywhere (the summary all zero) walks no
+/// LLC. A task queued uncounted makes every steal try every LLC.
+#[test]
+fn decide_steal_matches_full_walk() {
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let mut rng = StdRng::seed_from_u64(2626);
+    let (mut cases, mut no_walk, mut uncounted_hits) = (0, 0, 0);
+    for nr_llcs in (1..=64).step_by(3).chain([2, 63, 64]) {
+        let t = llcs_topo(nr_llcs, &mut rng);
+        let bss = skel.maps.bss_data.as_mut().expect("bss mmapped");
+        // SAFETY: both are `struct sis_topo` of intf.h
+        unsafe { copy_same_c_type(&*t, &mut bss.topo) };
+        for _ in 0..40 {
+            let p = [0.0, 0.02, 0.2, 0.9][rng.gen_range(0..4)];
+            let dsq: Vec<u32> = (0..nr_llcs)
+                .map(|_| {
+                    if rng.gen_bool(p) {
+                        rng.gen_range(1..4)
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            let uncounted = rng.gen_bool(0.1);
+            // uncounted: tasks queued without their count (half the time: none counted)
+            let none_counted = uncounted && rng.gen_bool(0.5);
+            let queued: Vec<u64> = dsq
+                .iter()
+                .map(|&n| {
+                    n as u64
+                        + if rng.gen_bool(0.1) {
+                            rng.gen_range(1..3)
+                        } else {
+                            0
+                        }
+                })
+                .map(|q| if none_counted { 0 } else { q })
+                .collect();
+            let llc = rng.gen_range(0..nr_llcs);
+            let order: Vec<usize> = (0..nr_llcs.saturating_sub(1))
+                .map(|k| t.llc_steal[llc][k] as usize)
+                .collect();
+            let hit = order.iter().position(|&l| dsq[l] > 0);
+            let any = uncounted || queued.iter().any(|&q| q > 0);
+            let (want_llc, want_walked) = match hit {
+                Some(i) => (order[i] as i32, i as u32 + 1),
+                None => (-1, if any { order.len() as u32 } else { 0 }),
+            };
+            let looked = &order[..want_walked as usize];
+            let want_tried = looked
+                .iter()
+                .filter(|&&l| uncounted || queued[l] > 0)
+                .count() as u32;
+            let s = steal(&mut skel, llc, &dsq, &queued, uncounted);
+            assert_eq!(
+                (s.llc, s.tried, s.walked),
+                (want_llc, want_tried, want_walked),
+                "{nr_llcs} LLCs, llc {llc}, dsq {dsq:?}, queued {queued:?}, uncounted {uncounted}"
+            );
+            if let Some(i) = hit {
+                let left = skel.maps.bss_data.as_ref().unwrap().steal_dsq_nr[order[i]];
+                assert_eq!(left, dsq[order[i]] - 1, "one task moved");
+            }
+            no_walk += (nr_llcs > 1 && !any) as u32;
+            uncounted_hits += (uncounted && hit.is_some() && queued.iter().all(|&q| q == 0)) as u32;
+            cases += 1;
+        }
+    }
+    // the cases that matter were drawn
+    assert!(no_walk > 50, "{no_walk} steals with nothing queued");
+    assert_eq!(cases, 25 * 40);
+    assert!(
+        uncounted_hits > 0,
+        "no task found only through the uncounted walk"
+    );
+    // nothing counted but a task queued uncounted: found only by walking every LLC
+    let t = llcs_topo(4, &mut rng);
+    let bss = skel.maps.bss_data.as_mut().expect("bss mmapped");
+    // SAFETY: both are `struct sis_topo` of intf.h
+    unsafe { copy_same_c_type(&*t, &mut bss.topo) };
+    let s = steal(&mut skel, 0, &[0, 0, 0, 1], &[0; 4], true);
+    assert_eq!((s.llc, s.tried), (3, 3));
+    let s = steal(&mut skel, 0, &[0, 0, 0, 1], &[0; 4], false);
+    assert_eq!((s.llc, s.tried, s.walked), (-1, 0, 0));
+}
+
+/// The summary's bookkeeping: ops.enqueue counts the task in its LLC once (a second
+/// enqueue without a run or dequeue moves the count), ops.running / ops.quiescent uncount
+/// it once (the second of them does nothing: no count goes below its tasks).
+#[test]
+fn decide_steal_queued_counts() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let counts = |skel: &mut SisTestSkel<'_>| {
+        let q = skel.maps.bss_data.as_ref().unwrap().llc_queued;
+        let rest: Vec<(usize, u64)> = q
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|&(l, n)| ![0, 1, 3].contains(&l) && n != 0)
+            .collect();
+        assert!(rest.is_empty(), "counts of other LLCs: {rest:?}");
+        (q[0], q[1], q[3])
+    };
+    let op = |skel: &mut SisTestSkel<'_>, flag: u32, llc: i32, task_in: u32| -> u32 {
+        let d = io(skel);
+        d.flag = flag;
+        d.llc = llc;
+        d.desched = task_in;
+        run!(skel, test_queued);
+        io(skel).desched
+    };
+    skel.maps.bss_data.as_mut().unwrap().llc_queued = [0; MAX_LLCS];
+    skel.maps.bss_data.as_mut().unwrap().steal_uncounted = 0;
+    let a = op(&mut skel, 0, 1, 0);
+    assert_eq!((a, counts(&mut skel)), (2, (0, 1, 0)));
+    let b = op(&mut skel, 0, 1, 0);
+    assert_eq!((b, counts(&mut skel)), (2, (0, 2, 0)));
+    // task a enqueued again (to LLC 3) before it ran: counted there only
+    let a = op(&mut skel, 0, 3, a);
+    assert_eq!((a, counts(&mut skel)), (4, (0, 1, 1)));
+    // running, then quiescent: one uncount
+    let a = op(&mut skel, 1, 0, a);
+    assert_eq!((a, counts(&mut skel)), (0, (0, 1, 0)));
+    let a = op(&mut skel, 1, 0, a);
+    assert_eq!((a, counts(&mut skel)), (0, (0, 1, 0)));
+    let b = op(&mut skel, 1, 0, b);
+    assert_eq!((b, counts(&mut skel)), (0, (0, 0, 0)));
+    assert_eq!(skel.maps.bss_data.as_ref().unwrap().steal_uncounted, 0);
+    // an LLC out of range cannot be counted: every later steal walks every LLC
+    let c = op(&mut skel, 0, -1, 0);
+    assert_eq!((c, counts(&mut skel)), (0, (0, 0, 0)));
+    assert_eq!(skel.maps.bss_data.as_ref().unwrap().steal_uncounted, 1);
 }

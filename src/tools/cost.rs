@@ -98,6 +98,13 @@ pub struct CostOpts {
     /// --loader: the scheduler's interval the cost is set against, ms (1..=1000)
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub interval_ms: u64,
+    /// Measure instead what a word written on every wake-up costs when CPUs write it at once:
+    /// ns per update of one shared word (atomic), of a word per CPU packed 8 to a line
+    /// (atomic), of a word per CPU on its own line (atomic, and plain like the per-CPU
+    /// counters), by 1 thread and by one pinned thread per CPU this process may use, each run
+    /// in BPF_PROG_TEST_RUN at the same time (--runs runs of 2^20 updates per thread)
+    #[arg(long)]
+    pub contention: bool,
 }
 
 /// One measured case.
@@ -811,7 +818,186 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
     })
 }
 
+/// One --contention case.
+#[derive(Serialize, Debug, Clone)]
+pub struct ContRow {
+    pub mode: &'static str,
+    pub threads: usize,
+    /// median over the runs of the threads' mean ns per update
+    pub ns_per_update: f64,
+    pub ns_p25: f64,
+    pub ns_p75: f64,
+    /// median over the runs: the time all threads were in their timed regions together,
+    /// in % of the longest region (near 100: they ran at once)
+    pub overlap_pct: f64,
+    pub runs: u32,
+    pub updates: u32,
+}
+
+/// cost.bpf.c's cont_modes, in order
+const CONT_MODES: [&str; 4] = [
+    "shared-atomic",
+    "packed-atomic",
+    "line-atomic",
+    "line-plain",
+];
+const CONT_UPDATES: u32 = 1 << 20;
+
+/// The CPUs this process may run on.
+fn allowed_cpus() -> Result<Vec<usize>> {
+    // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity fills it
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) } != 0 {
+        bail!("sched_getaffinity: {}", std::io::Error::last_os_error());
+    }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
+/// Pin the calling thread to `cpu`, then run the program of `fd` once.
+fn pinned_test_run(fd: i32, cpu: usize, start: &std::sync::Barrier) -> Result<()> {
+    // SAFETY: as in allowed_cpus; the set holds `cpu` only
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) } != 0 {
+        bail!("pinning to CPU {cpu}: {}", std::io::Error::last_os_error());
+    }
+    start.wait();
+    let mut o = libbpf_rs::libbpf_sys::bpf_test_run_opts {
+        sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_test_run_opts>() as _,
+        ..Default::default()
+    };
+    // SAFETY: fd is the loaded program's, alive for the scope; o is initialised with its size
+    if unsafe { libbpf_rs::libbpf_sys::bpf_prog_test_run_opts(fd, &mut o) } != 0 {
+        bail!("BPF_PROG_TEST_RUN: {}", std::io::Error::last_os_error());
+    }
+    if o.retval != 0 {
+        bail!(
+            "the contention program refused its configuration ({})",
+            o.retval
+        );
+    }
+    Ok(())
+}
+
+/// One run of the contention program in mode `mode`, `updates` per thread, a thread pinned
+/// to each of `cpus`, all started together: each thread's (t0, t1).
+fn contention_run(
+    bpf: &mut CostBpf<'_>,
+    fd: i32,
+    mode: u32,
+    cpus: &[usize],
+    updates: u32,
+) -> Result<Vec<(u64, u64)>> {
+    {
+        let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
+        bss.cont_cfg.mode = mode;
+        bss.cont_cfg.iters = updates;
+        bss.cont_t0.fill(0);
+        bss.cont_t1.fill(0);
+    }
+    let start = std::sync::Barrier::new(cpus.len());
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = cpus
+            .iter()
+            .map(|&cpu| {
+                let start = &start;
+                sc.spawn(move || pinned_test_run(fd, cpu, start))
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| bail!("a measuring thread panicked"))
+            })
+            .collect::<Result<Vec<()>>>()
+    })?;
+    let bss = bpf.skel.maps.bss_data.as_ref().context("no bss")?;
+    let spans: Vec<(u64, u64)> = cpus
+        .iter()
+        .map(|&c| (bss.cont_t0[c], bss.cont_t1[c]))
+        .collect();
+    if spans.iter().any(|&(a, b)| b <= a) {
+        bail!("a thread's run left no timing (was it moved off its CPU?)");
+    }
+    Ok(spans)
+}
+
+pub fn measure_contention(opts: &CostOpts) -> Result<Vec<ContRow>> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let cpus = allowed_cpus()?;
+    if cpus.is_empty() {
+        bail!("no CPU to run on (sched_getaffinity gave an empty set)");
+    }
+    let mut obj = MaybeUninit::uninit();
+    let mut bpf = CostBpf::load(&mut obj)?;
+    let fd = bpf.skel.progs.contention.as_fd().as_raw_fd();
+    let mut counts = vec![1];
+    if cpus.len() > 1 {
+        counts.push(cpus.len().min(bi::sis_consts_MAX_CPUS as usize));
+    }
+    let mut rows = vec![];
+    for (mode, &name) in CONT_MODES.iter().enumerate() {
+        for &t in &counts {
+            let (mut per, mut overlap) = (vec![], vec![]);
+            for _ in 0..opts.runs {
+                let spans = contention_run(&mut bpf, fd, mode as u32, &cpus[..t], CONT_UPDATES)?;
+                let mean = spans.iter().map(|&(a, b)| (b - a) as f64).sum::<f64>() / t as f64;
+                per.push(mean / CONT_UPDATES as f64);
+                let (lo, hi) = (
+                    spans.iter().map(|s| s.0).max().unwrap_or(0),
+                    spans.iter().map(|s| s.1).min().unwrap_or(0),
+                );
+                let longest = spans.iter().map(|&(a, b)| b - a).max().unwrap_or(1);
+                overlap.push(100.0 * hi.saturating_sub(lo) as f64 / longest as f64);
+            }
+            per.sort_by(|a, b| a.total_cmp(b));
+            overlap.sort_by(|a, b| a.total_cmp(b));
+            rows.push(ContRow {
+                mode: name,
+                threads: t,
+                ns_per_update: percentile(&per, 0.5),
+                ns_p25: percentile(&per, 0.25),
+                ns_p75: percentile(&per, 0.75),
+                overlap_pct: percentile(&overlap, 0.5),
+                runs: opts.runs,
+                updates: CONT_UPDATES,
+            });
+        }
+    }
+    Ok(rows)
+}
+
 pub fn cost_main(opts: &CostOpts) -> Result<()> {
+    if opts.contention && (opts.loader || opts.plot.is_some()) {
+        bail!("--contention measures alone: no --loader, no --plot");
+    }
+    if opts.contention {
+        let rows = measure_contention(opts)?;
+        if opts.json {
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+            return Ok(());
+        }
+        println!(
+            "# {} (kernel {}), {} runs of {} updates per thread",
+            cpu_model(),
+            kernel_release(),
+            opts.runs,
+            CONT_UPDATES
+        );
+        println!(
+            "{:<14} {:>7} {:>9} {:>9} {:>9} {:>9}",
+            "mode", "threads", "ns/upd", "p25", "p75", "overlap%"
+        );
+        for r in &rows {
+            println!(
+                "{:<14} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>9.1}",
+                r.mode, r.threads, r.ns_per_update, r.ns_p25, r.ns_p75, r.overlap_pct
+            );
+        }
+        return Ok(());
+    }
     if opts.loader && opts.plot.is_some() {
         bail!("--plot draws the placement table; --loader has none to draw");
     }
@@ -876,6 +1062,33 @@ mod tests {
             loader_cpus: 256,
             loader_llc: 32,
             interval_ms: 20,
+            contention: false,
+        }
+    }
+
+    /// --contention: each mode updates the words it names (one shared word from every
+    /// thread, a word per CPU packed or a line apart), every update counted once.
+    #[test]
+    fn placement_cost_contention_words() {
+        use std::os::fd::{AsFd, AsRawFd};
+        let cpus = allowed_cpus().unwrap();
+        let t = cpus.len().min(4);
+        let mut obj = MaybeUninit::uninit();
+        let mut bpf = CostBpf::load(&mut obj).unwrap();
+        let fd = bpf.skel.progs.contention.as_fd().as_raw_fd();
+        for mode in 0..CONT_MODES.len() {
+            bpf.skel.maps.bss_data.as_mut().unwrap().cont_words.fill(0);
+            contention_run(&mut bpf, fd, mode as u32, &cpus[..t], 4096).unwrap();
+            let w = &bpf.skel.maps.bss_data.as_ref().unwrap().cont_words;
+            let mut want = vec![0u64; w.len()];
+            for &c in &cpus[..t] {
+                match mode {
+                    0 => want[0] += 4096,
+                    1 => want[c] += 4096,
+                    _ => want[c * 8] += 4096,
+                }
+            }
+            assert!(w.iter().eq(want.iter()), "mode {}", CONT_MODES[mode]);
         }
     }
 

@@ -14,6 +14,7 @@
 #include "idle.bpf.h"
 #include "decide.bpf.h"
 #include "kick.bpf.h"
+#include "steal.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -185,5 +186,53 @@ int test_kick(void *a)
 	dec_io.first = kick_search_first(dec_io.feat, dec_io.llc, dec_io.this_cpu);
 	dec_io.out_cpu = kick_search(&e, dec_io.llc, dec_io.this_cpu, dec_io.feat, &dec_io.probed);
 	dec_io.out = kick_already_asked(dec_io.feat, dec_io.flag, dec_io.cnt);
+	return 0;
+}
+
+/*
+ * The steal (steal.bpf.h) over synthetic DSQs: steal_dsq_nr[l] tasks in LLC
+ * l's DSQ (a move takes one), llc_queued and steal_uncounted as the test
+ * sets them. dec_io.llc is the stealer's LLC; out_cpu the LLC stolen from
+ * (-1 none), probed the moves tried, first the LLCs walked.
+ */
+u32 steal_dsq_nr[MAX_LLCS];
+
+struct steal_env {
+	u32 unused;
+};
+
+static __always_inline bool steal_move(struct steal_env *e, s32 llc)
+{
+	u32 *n = &steal_dsq_nr[llc & (MAX_LLCS - 1)];
+
+	if (!*n)
+		return false;
+	(*n)--;
+	return true;
+}
+
+SEC("syscall")
+int test_steal(void *a)
+{
+	struct steal_env e = {};
+
+	dec_io.probed = 0;
+	dec_io.first = 0;
+	dec_io.out_cpu = steal_search(&e, dec_io.llc, &dec_io.probed, &dec_io.first);
+	return 0;
+}
+
+/*
+ * The summary's bookkeeping: dec_io.flag 0 is ops.enqueue into LLC
+ * dec_io.llc (queued_enter), 1 ops.running / ops.quiescent (queued_leave),
+ * on the task whose queued_in is dec_io.desched.
+ */
+SEC("syscall")
+int test_queued(void *a)
+{
+	if (dec_io.flag == 0)
+		queued_enter(&dec_io.desched, dec_io.llc);
+	else
+		queued_leave(&dec_io.desched);
 	return 0;
 }

@@ -278,3 +278,62 @@ int placement_cost(void *ctx)
 	cost_out.placements = cost_cfg.nr_placements;
 	return 0;
 }
+
+/*
+ * `placement-cost --contention`: what a word written by every CPU on every
+ * wake-up costs when several CPUs write it at once (issue #26 item 5). Each
+ * thread of the caller, pinned to its own CPU, runs this program at the
+ * same time; it times cont_cfg.iters updates (16 per iterator step) of
+ *   CONT_SHARED  one word, an atomic add from every CPU (the LLC clock, the
+ *                vtime words, one DSQ's lock word)
+ *   CONT_PACKED  a word per CPU, atomic, 8 to a cache line (llc_queued)
+ *   CONT_LINES   a word per CPU on a line of its own, atomic
+ *   CONT_LOCAL   a word per CPU on a line of its own, plain add (the per-CPU
+ *                counters)
+ * and writes its clock before and after into cont_t0[cpu], cont_t1[cpu]
+ * (the caller checks that the threads' timed regions overlapped).
+ */
+enum cont_modes {
+	CONT_SHARED,
+	CONT_PACKED,
+	CONT_LINES,
+	CONT_LOCAL,
+	CONT_NR,
+};
+
+struct cont_cfg {
+	u32 mode;
+	u32 iters;		/* updates, a multiple of 16 */
+};
+
+struct cont_cfg cont_cfg;
+u64 cont_t0[MAX_CPUS], cont_t1[MAX_CPUS];
+u64 cont_words[MAX_CPUS * 8] __attribute__((aligned(64)));
+
+SEC("syscall")
+int contention(void *ctx)
+{
+	u32 cpu = bpf_get_smp_processor_id() & (MAX_CPUS - 1), mode = cont_cfg.mode, i, j;
+	u64 *w, t0;
+
+	if (mode >= CONT_NR || !cont_cfg.iters || cont_cfg.iters > (1 << 24))
+		return 1;
+	w = &cont_words[mode == CONT_SHARED ? 0 : mode == CONT_PACKED ? cpu : (cpu * 8) & (MAX_CPUS * 8 - 1)];
+	t0 = bpf_ktime_get_ns();
+	if (mode == CONT_LOCAL) {
+		bpf_for(i, 0, cont_cfg.iters / 16) {
+#pragma unroll
+			for (j = 0; j < 16; j++)
+				WRITE_ONCE(*w, READ_ONCE(*w) + 1);
+		}
+	} else {
+		bpf_for(i, 0, cont_cfg.iters / 16) {
+#pragma unroll
+			for (j = 0; j < 16; j++)
+				__sync_fetch_and_add(w, 1);
+		}
+	}
+	cont_t1[cpu] = bpf_ktime_get_ns();
+	cont_t0[cpu] = t0;
+	return 0;
+}

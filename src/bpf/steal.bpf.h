@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Dispatch's steal from the other LLCs (the newidle balance analog,
+ * queue.bpf.h), and the summary of queued work that spares it the walk when
+ * no LLC holds any.
+ *
+ * Without the summary, a CPU whose own LLC queue is empty tried every other
+ * LLC's DSQ (a scx_bpf_dsq_move_to_local() each: a DSQ hash lookup and a
+ * list test), O(LLCs) kfunc calls on every dispatch that found nothing,
+ * which at light load is every idle entry. With it, one machine-wide test
+ * (the OR of MAX_LLCS counters: MAX_LLCS / 8 cache lines, no loop call)
+ * ends the steal when nothing is queued anywhere, and the walk, when there
+ * is something, tries only the LLCs whose count is not zero.
+ *
+ * llc_queued[l] counts the tasks ops.enqueue put in LLC l's DSQ that have
+ * neither run (ops.running) nor stopped being runnable (ops.quiescent) since:
+ * each task carries the LLC it is counted in (task_ctx.queued_in), entered
+ * before its insert (in ops.enqueue; sched_ext inserts after it returns)
+ * and left at whichever of those two comes first, once. A task can reach
+ * an LLC DSQ only through ops.enqueue, and leaves it only to run, to be
+ * dequeued (quiescent) or to be moved to a CPU's local DSQ (then it runs or
+ * is dequeued): so at every instant llc_queued[l] >= the tasks in DSQ l,
+ * and a zero count is an empty DSQ (the exactness the skip needs). The
+ * surplus is the tasks in flight (taken off the DSQ, not yet running), for
+ * which a steal tries and fails as the plain walk would. It does not depend
+ * on ops.update_idle or on sched_ext's idle masks, so bypass (which skips
+ * ops.enqueue and ops.dispatch but not the tasks' dequeues) keeps it exact.
+ * A task queued without a task context cannot be counted: steal_uncounted
+ * is set and every later steal walks every LLC.
+ *
+ * The move is a primitive, declared here and defined by the object that
+ * runs the steal with its struct steal_env: queue.bpf.h over sched_ext's
+ * DSQs, the host test object over synthetic queue lengths.
+ */
+#pragma once
+
+#include "sis_ctx.bpf.h"
+
+struct steal_env;
+/* move the head of LLC @llc's DSQ to this CPU; true when a task moved */
+static __always_inline bool steal_move(struct steal_env *e, s32 llc);
+
+/* tasks counted in each LLC's DSQ (an upper bound of its length, above); packed: 8 per line */
+u64 llc_queued[MAX_LLCS];
+/* set once a task was queued without its count: the summary no longer bounds the DSQs */
+u32 steal_uncounted;
+
+/*
+ * A task leaves the count it is in (@in: 1 + its LLC, 0 none): at
+ * ops.running and ops.quiescent; a second call does nothing.
+ */
+static __always_inline void queued_leave(u32 *in)
+{
+	u32 l = *in;
+
+	if (!l)
+		return;
+	*in = 0;
+	__sync_fetch_and_sub(&llc_queued[(l - 1) & (MAX_LLCS - 1)], 1);
+}
+
+/* ops.enqueue, before the insert into LLC @llc's DSQ: the task is counted there (once) */
+static __always_inline void queued_enter(u32 *in, s32 llc)
+{
+	if (llc < 0 || llc >= MAX_LLCS) {
+		WRITE_ONCE(steal_uncounted, 1);
+		return;
+	}
+	queued_leave(in);
+	*in = llc + 1;
+	__sync_fetch_and_add(&llc_queued[llc & (MAX_LLCS - 1)], 1);
+}
+
+/*
+ * The machine-wide test: may any LLC's DSQ hold a task? The OR of every
+ * count, unrolled (no iterator call, the same MAX_LLCS / 8 lines whatever
+ * the machine), read without the atomics' lock: a count read as zero was
+ * zero at that instant, as the walk's list test would have seen its DSQ.
+ */
+static __always_inline bool steal_any_queued(void)
+{
+	u64 acc = 0;
+	u32 i;
+
+#pragma unroll
+	for (i = 0; i < MAX_LLCS; i++)
+		acc |= READ_ONCE(llc_queued[i]);
+	return acc || READ_ONCE(steal_uncounted);
+}
+
+/*
+ * The steal: the other LLCs in @llc's steal order (topo.llc_steal: same node
+ * first, nearest first), the first whose DSQ gives this CPU a task, or -1.
+ * LLCs counted empty are not tried; *tried counts the moves attempted,
+ * *walked the LLCs of the order looked at (0: the machine test ended it).
+ */
+static __always_inline s32 steal_search(struct steal_env *e, s32 llc, u32 *tried, u32 *walked)
+{
+	bool every = READ_ONCE(steal_uncounted);
+	u32 k;
+	s32 l;
+
+	if (llc < 0 || llc >= MAX_LLCS || topo.nr_llcs < 2)
+		return -1;
+	/* nothing queued anywhere: no walk */
+	if (!steal_any_queued())
+		return -1;
+	bpf_for(k, 0, topo.nr_llcs - 1) {
+		if (k >= MAX_LLCS)
+			break;
+		l = topo.llc_steal[llc & (MAX_LLCS - 1)][k & (MAX_LLCS - 1)];
+		(*walked)++;
+		if (!every && !READ_ONCE(llc_queued[l & (MAX_LLCS - 1)]))
+			continue;
+		(*tried)++;
+		if (steal_move(e, l))
+			return l;
+	}
+	return -1;
+}
