@@ -13,15 +13,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::bpf_maps::{
+    intf_slice, lookup_percpu_as, lookup_u64, monotonic_ns, u64_words, MappedWords,
+};
 use crate::bpf_skel::*;
 use crate::features;
-use crate::loader::{
-    intf_slice, lookup_u64, monotonic_ns, pin_features, u64_words, value_as, verified_insns,
-    MappedWords, UtilUpdate,
-};
+use crate::loader::{pin_features, verified_insns, UtilUpdate};
+use crate::opts::RunOpts;
 use crate::stats::{Counters, Metrics, NR_STATS};
 use crate::topology::{copy_same_c_type, TopoDesc};
-use crate::RunOpts;
 
 pub struct Scheduler<'a> {
     skel: BpfSkel<'a>,
@@ -52,7 +52,7 @@ impl<'a> Scheduler<'a> {
         let topo = scx_utils::Topology::new().context("reading the CPU topology")?;
         let desc = TopoDesc::from_scx(&topo);
         let llcs = desc.llcs();
-        info!("scx_sisutil {}", crate::full_version());
+        info!("scx_sisutil {}", crate::opts::full_version());
         let mut skel = Self::open_load(opts, &desc, &llcs, open_object)?;
         info!("verifier: {}", verified_insns(&skel));
 
@@ -239,22 +239,17 @@ impl<'a> Scheduler<'a> {
     fn read_wait(&self, m: &mut Metrics) {
         let nb = crate::wait_hist::NR_BUCKETS;
         let (mut hist, mut count, mut sum) = (vec![0u64; nb], 0u64, 0u64);
-        if let Ok(Some(vals)) = self
-            .skel
-            .maps
-            .wait_hists
-            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-        {
-            for v in vals {
-                let Some(w) = value_as::<crate::bpf_intf::wait_hist>(&v) else {
-                    continue;
-                };
-                for (h, c) in hist.iter_mut().zip(&w.bucket) {
-                    *h += c;
-                }
-                count += w.count;
-                sum += w.sum_ns;
+        let hists = lookup_percpu_as::<crate::bpf_intf::wait_hist, _>(
+            &self.skel.maps.wait_hists,
+            0,
+            "the wait histograms",
+        );
+        for w in hists.unwrap_or_default() {
+            for (h, c) in hist.iter_mut().zip(&w.bucket) {
+                *h += c;
             }
+            count += w.count;
+            sum += w.sum_ns;
         }
         m.set_wait(hist, count, sum);
     }

@@ -5,12 +5,12 @@
 //! that turns recording on for `calibrate`) and SIS_FIT's fitted depth per bucket. The
 //! `calibrate` command (src/tools/calibrate.rs) reads the same records.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 
 use crate::bpf_intf as bi;
+use crate::bpf_maps::MappedWords;
 use crate::bpf_skel::BpfSkel;
-use crate::loader::MappedWords;
 use crate::sis_util_depth::SCHED_CAPACITY_SCALE;
 
 pub const BUCKETS: usize = bi::calib_consts_CALIB_BUCKETS as usize;
@@ -129,19 +129,8 @@ pub fn read_records<M: MapCore>(map: &M) -> Result<Vec<Rec>> {
     let n = map.max_entries();
     let mut out = Vec::with_capacity(n as usize);
     for key in 0..n {
-        let vals = map
-            .lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY)
-            .context("reading the calibration records")?
-            .unwrap_or_default();
         let mut sum = Rec::default();
-        for v in vals {
-            let Some(r) = crate::loader::value_as::<Rec>(&v) else {
-                bail!(
-                    "{RECS_PIN}: a record of {} bytes, expected {}",
-                    v.len(),
-                    std::mem::size_of::<Rec>()
-                );
-            };
+        for r in crate::bpf_maps::lookup_percpu_as::<Rec, _>(map, key, RECS_PIN)? {
             sum.add(&r);
         }
         out.push(sum);
@@ -213,7 +202,7 @@ pub fn unpin(skel: &mut BpfSkel<'_>) {
 pub fn lease_held(skel: &BpfSkel<'_>, mapped: Option<&MappedWords>, now: u64) -> bool {
     let until = match mapped {
         Some(m) => Some(m.read(CTL_LEASE as usize)),
-        None => crate::loader::lookup_u64(&skel.maps.calib_ctl, CTL_LEASE),
+        None => crate::bpf_maps::lookup_u64(&skel.maps.calib_ctl, CTL_LEASE),
     };
     until.is_some_and(|until| until > now)
 }
@@ -310,8 +299,8 @@ mod tests {
         let mut b = vec![0u8; std::mem::size_of::<Rec>()];
         b[8..16].copy_from_slice(&5u64.to_ne_bytes());
         b[7 * 8..8 * 8].copy_from_slice(&9u64.to_ne_bytes());
-        let r = crate::loader::value_as::<Rec>(&b).unwrap();
+        let r = crate::bpf_maps::value_as::<Rec>(&b).unwrap();
         assert_eq!((r.wakeups, r.depth_sum, r.hist[0]), (0, 5, 9));
-        assert!(crate::loader::value_as::<Rec>(&b[8..]).is_none());
+        assert!(crate::bpf_maps::value_as::<Rec>(&b[8..]).is_none());
     }
 }

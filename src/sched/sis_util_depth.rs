@@ -7,8 +7,10 @@
 
 use anyhow::{bail, Result};
 
-pub const SCHED_CAPACITY_SCALE: u64 = 1024;
-pub const DEFAULT_IMBALANCE_PCT: u64 = 117;
+/// The kernel's SCHED_CAPACITY_SCALE (intf.h's SCHED_CAPACITY).
+pub const SCHED_CAPACITY_SCALE: u64 = crate::bpf_intf::sis_consts_SCHED_CAPACITY as u64;
+/// The LLC domain's imbalance_pct (intf.h).
+pub const DEFAULT_IMBALANCE_PCT: u64 = crate::bpf_intf::sis_consts_DEFAULT_IMBALANCE_PCT as u64;
 
 /// LLCs of at most this many CPUs get SIS_SMALL_LLC's boost.
 const SMALL_LLC_MAX_WEIGHT: u64 = 16;

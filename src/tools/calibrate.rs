@@ -153,11 +153,11 @@ fn open_pinned(path: &str) -> Result<MapHandle> {
 }
 
 fn ctl_read(ctl: &MapHandle, key: u32) -> u64 {
-    crate::loader::lookup_u64(ctl, key).unwrap_or(0)
+    crate::bpf_maps::lookup_u64(ctl, key).unwrap_or(0)
 }
 
 fn renew_lease(ctl: &MapHandle) -> Result<()> {
-    let until = crate::loader::monotonic_ns() + LEASE_NS;
+    let until = crate::bpf_maps::monotonic_ns() + LEASE_NS;
     ctl.update(
         &CTL_LEASE.to_ne_bytes(),
         &until.to_ne_bytes(),

@@ -757,7 +757,7 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
         .sis_features
         .update(&0u32.to_ne_bytes(), &feat.to_ne_bytes(), MapFlags::ANY)
         .context("setting the feature word")?;
-    let fw = crate::loader::MappedWords::map(&bpf.skel.maps.sis_features, 1, "the feature word")?;
+    let fw = crate::bpf_maps::MappedWords::map(&bpf.skel.maps.sis_features, 1, "the feature word")?;
     let mut up = crate::loader::UtilUpdate::new(llcs, n, DEFAULT_IMBALANCE_PCT);
     let interval_ns = opts.interval_ms * 1_000_000;
     let intervals = opts.runs.max(1) * 300;
@@ -788,8 +788,8 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
         up.update(
             f,
             now,
-            crate::loader::intf_slice(&mut bss.cpu_ctxs),
-            crate::loader::intf_slice(&mut bss.llc_ctxs),
+            crate::bpf_maps::intf_slice(&mut bss.cpu_ctxs),
+            crate::bpf_maps::intf_slice(&mut bss.llc_ctxs),
             None,
         );
         let dt = t.elapsed().as_secs_f64() * 1e6;
