@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use crate::bpf_skel::*;
 use crate::features;
-use crate::sis_util_depth::{scan_depth, UtilFilter};
+use crate::sis_util_depth::{DepthRules, UtilFilter};
 
 /// A CPU's idle time up to `now` from its two words, read while BPF writes them
 /// (src/bpf/idle.bpf.h): a period is open while `idle_start` is set; BPF closes it by
@@ -57,18 +57,16 @@ impl UtilUpdate {
         }
     }
 
-    /// One sample at `now` (CLOCK_MONOTONIC ns, the clock of bpf_ktime_get_ns()); with
-    /// `fit` (sis_fit::fit_on), each LLC's depth comes from its calibrated curve where it
-    /// has one.
+    /// One sample at `now` (CLOCK_MONOTONIC ns, the clock of bpf_ktime_get_ns()); each
+    /// LLC's depth by `rules`, with SIS_FIT from its row of `fit` (sis_fit::fit_table).
     pub fn update(
         &mut self,
-        feat: u64,
+        rules: DepthRules,
         now: u64,
         cpu_ctxs: &mut [crate::bpf_intf::cpu_ctx],
         llc_ctxs: &mut [crate::bpf_intf::llc_ctx],
-        fit: Option<&[[Option<u64>; crate::sis_fit::BUCKETS]]>,
+        fit: &[[Option<u64>; crate::sis_fit::BUCKETS]],
     ) {
-        let small_llc = crate::sis_util_depth::small_llc_on(feat);
         let period = now.saturating_sub(self.prev_sample);
         let first = self.prev_sample == 0;
         self.prev_sample = now;
@@ -96,11 +94,7 @@ impl UtilUpdate {
                 continue;
             }
             let lc = &mut llc_ctxs[l];
-            let mut depth = scan_depth(sum, cpus.len() as u64, self.imbalance_pct, small_llc);
-            if let Some(fit) = fit {
-                depth =
-                    crate::sis_fit::fit_depth(fit.get(l), sum, cpus.len() as u64).unwrap_or(depth);
-            }
+            let depth = rules.depth(sum, cpus.len() as u64, self.imbalance_pct, fit.get(l));
             lc.util_sum = sum;
             // update_idle_cpu_scan() (commit 70fb5ccf2ebb, after Mel Gorman's review): "if
             // ((int)y != sd_share->nr_idle_scan) WRITE_ONCE(...)", a shared line is not
@@ -214,7 +208,7 @@ mod tests {
         let mut u = UtilUpdate::new(vec![vec![0, 1, 2, 3], vec![4, 5]], 6, 117);
         // CPU 3 has been idle since 0.5 s before the first sample
         cpus[3].idle_start = 9 * S + S / 2;
-        u.update(0, 10 * S, &mut cpus, &mut llcs, None);
+        u.update(DepthRules::default(), 10 * S, &mut cpus, &mut llcs, &[]);
         // the first sample only sets the baseline
         assert!(cpus.iter().all(|c| c.util == 0));
         assert_eq!((llcs[0].nr_idle_scan, llcs[1].nr_idle_scan), (99, 99));
@@ -223,7 +217,7 @@ mod tests {
         // never, CPU 2 all of it, CPU 3 still in its open period, CPUs 4 and 5 busy
         cpus[0].idle_ns += 3 * S / 4;
         cpus[2].idle_ns += S;
-        u.update(0, 11 * S, &mut cpus, &mut llcs, None);
+        u.update(DepthRules::default(), 11 * S, &mut cpus, &mut llcs, &[]);
         let util: Vec<u64> = cpus.iter().map(|c| c.util).collect();
         assert_eq!(util, [256, 1024, 0, 0, 1024, 1024]);
         assert_eq!((llcs[0].util_sum, llcs[1].util_sum), (1280, 2048));
@@ -239,7 +233,13 @@ mod tests {
         cpus[2].idle_ns += 32_000_000;
         cpus[3].idle_ns += 11 * S - cpus[3].idle_start;
         cpus[3].idle_start = 0;
-        u.update(0, 11 * S + 32_000_000, &mut cpus, &mut llcs, None);
+        u.update(
+            DepthRules::default(),
+            11 * S + 32_000_000,
+            &mut cpus,
+            &mut llcs,
+            &[],
+        );
         let util: Vec<u64> = cpus.iter().map(|c| c.util).collect();
         assert_eq!(util, [640, 512, 0, 512, 1024, 1024]);
         assert_eq!(llcs[0].util_sum, 1664);

@@ -20,6 +20,7 @@ use crate::bpf_skel::*;
 use crate::features;
 use crate::loader::{pin_features, verified_insns, UtilUpdate};
 use crate::opts::RunOpts;
+use crate::sis_util_depth::DepthRules;
 use crate::stats::{Counters, Metrics, NR_STATS};
 use crate::topology::{copy_same_c_type, TopoDesc};
 
@@ -35,7 +36,7 @@ pub struct Scheduler<'a> {
     /// calibrate's control words (its lease) through their mmap: no bpf() call per interval
     calib_ctl: Option<MappedWords>,
     interval: Duration,
-    /// The fitted depths (sis_fit::fit_on): per LLC, each utilization bucket's (None: too
+    /// The fitted depths (used with SIS_FIT): per LLC, each utilization bucket's (None: too
     /// few samples)
     fit: Vec<[Option<u64>; crate::sis_fit::BUCKETS]>,
     last_fit: Option<Instant>,
@@ -168,26 +169,24 @@ impl<'a> Scheduler<'a> {
 
     /// One interval of the loader's work (UtilUpdate), on the scheduler's .bss.
     fn update_util(&mut self) {
-        let feat = self.features();
+        let rules = DepthRules::of(self.features());
         let now = monotonic_ns();
-        let sis_fit = self.update_calib(feat, now);
+        self.update_calib(rules.fit, now);
         let Some(bss) = self.skel.maps.bss_data.as_mut() else {
             return;
         };
         self.util.update(
-            feat,
+            rules,
             now,
             intf_slice(&mut bss.cpu_ctxs),
             intf_slice(&mut bss.llc_ctxs),
-            sis_fit.then_some(&self.fit[..]),
+            &self.fit,
         );
     }
 
-    /// Depth calibration: recording on while `calibrate` holds its lease or the fitted depth
-    /// is on (sis_fit::fit_on); with it, the per-LLC fit from the records, refreshed each
-    /// second. Returns whether the fitted depths apply.
-    fn update_calib(&mut self, feat: u64, now: u64) -> bool {
-        let sis_fit = crate::sis_fit::fit_on(feat);
+    /// Depth calibration: recording on while `calibrate` holds its lease or SIS_FIT is on;
+    /// with SIS_FIT, the per-LLC fit from the records, refreshed each second.
+    fn update_calib(&mut self, sis_fit: bool, now: u64) {
         let on = sis_fit || crate::sis_fit::lease_held(&self.skel, self.calib_ctl.as_ref(), now);
         if let Some(bss) = self.skel.maps.bss_data.as_mut() {
             if (bss.calib_on != 0) != on {
@@ -196,7 +195,7 @@ impl<'a> Scheduler<'a> {
         }
         if !sis_fit {
             self.last_fit = None;
-            return false;
+            return;
         }
         if self
             .last_fit
@@ -205,7 +204,6 @@ impl<'a> Scheduler<'a> {
             self.fit = crate::sis_fit::fit_from_records(&self.skel, self.llcs.len());
             self.last_fit = Some(Instant::now());
         }
-        true
     }
 
     fn read_metrics(&self) -> Metrics {

@@ -11,7 +11,6 @@ use libbpf_rs::{MapCore, MapFlags};
 use crate::bpf_intf as bi;
 use crate::bpf_maps::MappedWords;
 use crate::bpf_skel::BpfSkel;
-use crate::sis_util_depth::SCHED_CAPACITY_SCALE;
 
 pub const BUCKETS: usize = bi::calib_consts_CALIB_BUCKETS as usize;
 pub const EXACT: usize = bi::calib_consts_CALIB_EXACT as usize;
@@ -23,8 +22,9 @@ pub const CTL_WEIGHT: u32 = bi::calib_consts_CALIB_CTL_WEIGHT;
 /// Words of calib_ctl (the lease, imbalance_pct, each LLC's weight).
 pub const CTL_WORDS: usize = bi::calib_consts_CALIB_CTL_NR as usize;
 
-pub const RECS_PIN: &str = "/sys/fs/bpf/scx_sisutil/calib_recs";
-pub const CTL_PIN: &str = "/sys/fs/bpf/scx_sisutil/calib_ctl";
+/// calibrate's records and control words, pinned beside the feature word.
+pub const RECS_PIN: &str = concat!(crate::features::pin_dir!(), "/calib_recs");
+pub const CTL_PIN: &str = concat!(crate::features::pin_dir!(), "/calib_ctl");
 /// How long one request keeps recording on: a few seconds after calibrate's last read.
 pub const LEASE_NS: u64 = 3_000_000_000;
 /// SIS_FIT uses a bucket's depth_p95 from this many wake-ups that had an idle CPU.
@@ -207,11 +207,6 @@ pub fn lease_held(skel: &BpfSkel<'_>, mapped: Option<&MappedWords>, now: u64) ->
     until.is_some_and(|until| until > now)
 }
 
-/// Is SIS_FIT on in the feature word `feat` (the loader then writes the fitted depths)?
-pub fn fit_on(feat: u64) -> bool {
-    feat & bi::sis_feature_FEAT_SIS_FIT as u64 != 0
-}
-
 /// SIS_FIT's table: per LLC, each bucket's depth_p95 once it has FIT_MIN_SAMPLES wake-ups
 /// with an idle CPU; 0 for a bucket whose wake-ups (FIT_MIN_SAMPLES or more) almost never
 /// had one (under 5 %): there is nothing to find.
@@ -248,7 +243,8 @@ pub fn fit_depth(fit: Option<&[Option<u64>; BUCKETS]>, util_sum: u64, weight: u6
     if weight == 0 {
         return None;
     }
-    let b = ((util_sum * 10 / (weight * SCHED_CAPACITY_SCALE)) as usize).min(BUCKETS - 1);
+    let b = ((util_sum * 10 / (weight * bi::sis_consts_SCHED_CAPACITY as u64)) as usize)
+        .min(BUCKETS - 1);
     fit?[b].map(|d| d.min(weight))
 }
 
