@@ -7,8 +7,10 @@ mod bpf_skel;
 
 /// The scheduler: what runs while `scx_sisutil` schedules (and the monitor).
 mod sched {
+    pub mod bpf_maps;
     pub mod features;
     pub mod loader;
+    pub mod opts;
     pub mod scheduler;
     pub mod sis_fit;
     pub mod sis_util_depth;
@@ -40,7 +42,10 @@ mod testing {
 }
 
 // Every module stays reachable by its short name (`crate::loader`, `crate::cost`, ...).
-use sched::{features, loader, scheduler, sis_fit, sis_util_depth, stats, topology, wait_hist};
+use sched::{
+    bpf_maps, features, loader, opts, scheduler, sis_fit, sis_util_depth, stats, topology,
+    wait_hist,
+};
 #[cfg(test)]
 use testing::{sis_model, sis_test};
 use tools::{ab, calibrate, cost, latency, plot, shadow};
@@ -53,6 +58,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use features::Preset;
+use opts::{full_version, RunOpts};
 
 /// `--help`'s epilogue: the features from intf.h's table, then examples.
 fn after_help() -> String {
@@ -145,59 +151,6 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-}
-
-#[derive(clap::Args, Debug, Clone)]
-pub struct RunOpts {
-    /// Feature preset: patched = every patch on; vanilla = every patch off; X-base / X = the
-    /// kernel patch X was measured on, without / with X (`--help` lists them)
-    #[arg(long, value_enum, default_value_t = Preset::patched())]
-    pub preset: Preset,
-    /// Features applied after the preset: X turns X on, NO_X off, comma separated
-    #[arg(long, value_delimiter = ',')]
-    pub features: Vec<String>,
-    /// Time slice in microseconds (100..=100000)
-    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=100_000))]
-    pub slice_us: u64,
-    /// How often the loader samples CPU busy time and rewrites each LLC's scan
-    /// depth, in ms (1..=1000). 20 ms: well under PELT's 32 ms half-life and
-    /// within the kernel's LLC balance interval (about llc_weight ms)
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000))]
-    pub interval_ms: u64,
-    /// imbalance_pct of the LLC domain: the utilization-based depth is 0 from 100/pct
-    /// utilization on (100..=200)
-    #[arg(long, default_value_t = 117, value_parser = clap::value_parser!(u64).range(100..=200))]
-    pub imbalance_pct: u64,
-    /// Also print statistics every SECS seconds while running
-    #[arg(long, value_parser = stats::parse_interval)]
-    pub stats: Option<f64>,
-    /// Bytes of the kernel's debug dump on an error exit (0 = kernel default)
-    #[arg(long, default_value_t = 0)]
-    pub exit_dump_len: u32,
-    /// Describe every statistic and exit
-    #[arg(long)]
-    pub help_stats: bool,
-    /// With --help-stats: the same as JSON (counters, derived formulas)
-    #[arg(long, requires = "help_stats")]
-    pub json: bool,
-    /// Only print the running scheduler's statistics every SECS seconds (no scheduler is
-    /// started; the same as `scx_sisutil monitor --interval SECS`)
-    #[arg(long, value_parser = stats::parse_interval)]
-    pub monitor: Option<f64>,
-    /// Print the version with its build id and exit
-    #[arg(short = 'V', long)]
-    pub version: bool,
-    /// -v / -vv (the global option; set from it)
-    #[arg(skip)]
-    pub verbose: u8,
-    #[command(flatten, next_help_heading = "Libbpf options")]
-    pub libbpf: scx_utils::libbpf_clap_opts::LibbpfOpts,
-}
-
-/// `scx_sisutil 1.2.3 (build id)`, as every scx scheduler prints it.
-pub fn full_version() -> String {
-    let id = option_env!("SISUTIL_BUILD_ID").unwrap_or("");
-    scx_utils::build_id::full_version(&format!("{}{id}", env!("CARGO_PKG_VERSION")))
 }
 
 fn init_log(verbose: u8) {

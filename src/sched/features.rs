@@ -8,9 +8,16 @@ use std::path::Path;
 
 use crate::bpf_intf;
 
-/// Where the running scheduler pins its feature word (root-only, 0600).
-pub const PIN_DIR: &str = "/sys/fs/bpf/scx_sisutil";
-pub const PIN_PATH: &str = "/sys/fs/bpf/scx_sisutil/features";
+/// The running scheduler's bpffs directory (root-only, 0700): every pin is a file in it.
+macro_rules! pin_dir {
+    () => {
+        "/sys/fs/bpf/scx_sisutil"
+    };
+}
+pub(crate) use pin_dir;
+pub const PIN_DIR: &str = pin_dir!();
+/// Where the running scheduler pins its feature word (0600).
+pub const PIN_PATH: &str = concat!(pin_dir!(), "/features");
 
 /// A feature, as intf.h's `enum sis_feature` defines it.
 pub struct Feature {

@@ -1,80 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //! The loader's side of the scheduler's maps: the per-interval util and scan-depth update
-//! (UtilUpdate), the feature word read through its mmap, typed views of the .bss arrays,
-//! the feature map's pin, and the verifier's record. Used by the scheduler
+//! (UtilUpdate), the feature map's pin, and the verifier's record (typed map reads are
+//! src/sched/bpf_maps.rs'). Used by the scheduler
 //! (src/sched/scheduler.rs) and by `placement-cost --loader` (src/tools/cost.rs).
 
 use anyhow::{Context, Result};
-use libbpf_rs::MapCore;
-use log::warn;
-use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::PermissionsExt;
 
 use crate::bpf_skel::*;
 use crate::features;
-use crate::sis_util_depth::{scan_depth, UtilFilter};
-
-/// An array map of u64 values (BPF_F_MMAPABLE) read through a shared read-only mapping:
-/// `scx_sisutil features` and `calibrate` write it with bpf(), the loader reads it each
-/// interval without a syscall (the feature word, calibrate's lease).
-pub struct MappedWords {
-    ptr: *mut libc::c_void,
-    len: usize,
-    words: usize,
-}
-
-impl MappedWords {
-    pub fn map<M: AsFd>(map: &M, words: usize, what: &str) -> Result<Self> {
-        let page = 4096usize.max(unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize);
-        let len = (words * 8).div_ceil(page).max(1) * page;
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                map.as_fd().as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            anyhow::bail!("mapping {what}: {}", std::io::Error::last_os_error());
-        }
-        Ok(MappedWords { ptr, len, words })
-    }
-
-    /// The mapping, or None with one warning: the caller then reads the map with bpf().
-    pub fn map_or_warn<M: AsFd>(map: &M, words: usize, what: &str) -> Option<Self> {
-        Self::map(map, words, what)
-            .map_err(|e| warn!("{e:#}: reading it with bpf() each interval"))
-            .ok()
-    }
-
-    /// Value `i` of the array (0 past its end).
-    pub fn read(&self, i: usize) -> u64 {
-        if i >= self.words {
-            return 0;
-        }
-        // SAFETY: a live, page-aligned mapping of at least `words` u64 values
-        unsafe { std::ptr::read_volatile((self.ptr as *const u64).add(i)) }
-    }
-}
-
-impl Drop for MappedWords {
-    fn drop(&mut self) {
-        unsafe { libc::munmap(self.ptr, self.len) };
-    }
-}
-
-/// A .bss array of an intf.h type, as that type: every skeleton generates its own copy of
-/// the structs, with the same size.
-pub fn intf_slice<T, U>(s: &mut [T]) -> &mut [U] {
-    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<U>());
-    // the skeleton's copy drops intf.h's aligned(64); the variable itself is aligned
-    assert_eq!(s.as_ptr() as usize % std::mem::align_of::<U>(), 0);
-    // SAFETY: same size, aligned; both are plain-integer repr(C) structs of intf.h
-    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut U, s.len()) }
-}
+use crate::sis_util_depth::{DepthRules, UtilFilter};
 
 /// A CPU's idle time up to `now` from its two words, read while BPF writes them
 /// (src/bpf/idle.bpf.h): a period is open while `idle_start` is set; BPF closes it by
@@ -111,41 +46,6 @@ pub struct UtilUpdate {
     imbalance_pct: u64,
 }
 
-/// A map value as native-endian u64 words (a trailing partial word is dropped).
-pub fn u64_words(v: &[u8]) -> Vec<u64> {
-    v.chunks_exact(8)
-        .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or_default()))
-        .collect()
-}
-
-/// A map value as the intf.h struct `T` (bindgen's) it holds; None if the size differs.
-/// `T` must be plain integers (any bit pattern valid), as intf.h's shared structs are.
-pub fn value_as<T: Copy>(v: &[u8]) -> Option<T> {
-    if v.len() != std::mem::size_of::<T>() {
-        return None;
-    }
-    // SAFETY: the length is checked; T is a repr(C) struct of integers
-    Some(unsafe { std::ptr::read_unaligned(v.as_ptr().cast::<T>()) })
-}
-
-/// The first u64 of an array map's element `key`, None if it cannot be read.
-pub fn lookup_u64<M: MapCore>(map: &M, key: u32) -> Option<u64> {
-    map.lookup(&key.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
-        .ok()
-        .flatten()
-        .and_then(|v| u64_words(&v).first().copied())
-}
-
-/// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 impl UtilUpdate {
     pub fn new(llcs: Vec<Vec<usize>>, nr_cpu_ids: usize, imbalance_pct: u64) -> Self {
         UtilUpdate {
@@ -157,18 +57,16 @@ impl UtilUpdate {
         }
     }
 
-    /// One sample at `now` (CLOCK_MONOTONIC ns, the clock of bpf_ktime_get_ns()); with
-    /// `fit` (sis_fit::fit_on), each LLC's depth comes from its calibrated curve where it
-    /// has one.
+    /// One sample at `now` (CLOCK_MONOTONIC ns, the clock of bpf_ktime_get_ns()); each
+    /// LLC's depth by `rules`, with SIS_FIT from its row of `fit` (sis_fit::fit_table).
     pub fn update(
         &mut self,
-        feat: u64,
+        rules: DepthRules,
         now: u64,
         cpu_ctxs: &mut [crate::bpf_intf::cpu_ctx],
         llc_ctxs: &mut [crate::bpf_intf::llc_ctx],
-        fit: Option<&[[Option<u64>; crate::sis_fit::BUCKETS]]>,
+        fit: &[[Option<u64>; crate::sis_fit::BUCKETS]],
     ) {
-        let small_llc = crate::sis_util_depth::small_llc_on(feat);
         let period = now.saturating_sub(self.prev_sample);
         let first = self.prev_sample == 0;
         self.prev_sample = now;
@@ -196,11 +94,7 @@ impl UtilUpdate {
                 continue;
             }
             let lc = &mut llc_ctxs[l];
-            let mut depth = scan_depth(sum, cpus.len() as u64, self.imbalance_pct, small_llc);
-            if let Some(fit) = fit {
-                depth =
-                    crate::sis_fit::fit_depth(fit.get(l), sum, cpus.len() as u64).unwrap_or(depth);
-            }
+            let depth = rules.depth(sum, cpus.len() as u64, self.imbalance_pct, fit.get(l));
             lc.util_sum = sum;
             // update_idle_cpu_scan() (commit 70fb5ccf2ebb, after Mel Gorman's review): "if
             // ((int)y != sd_share->nr_idle_scan) WRITE_ONCE(...)", a shared line is not
@@ -314,7 +208,7 @@ mod tests {
         let mut u = UtilUpdate::new(vec![vec![0, 1, 2, 3], vec![4, 5]], 6, 117);
         // CPU 3 has been idle since 0.5 s before the first sample
         cpus[3].idle_start = 9 * S + S / 2;
-        u.update(0, 10 * S, &mut cpus, &mut llcs, None);
+        u.update(DepthRules::default(), 10 * S, &mut cpus, &mut llcs, &[]);
         // the first sample only sets the baseline
         assert!(cpus.iter().all(|c| c.util == 0));
         assert_eq!((llcs[0].nr_idle_scan, llcs[1].nr_idle_scan), (99, 99));
@@ -323,7 +217,7 @@ mod tests {
         // never, CPU 2 all of it, CPU 3 still in its open period, CPUs 4 and 5 busy
         cpus[0].idle_ns += 3 * S / 4;
         cpus[2].idle_ns += S;
-        u.update(0, 11 * S, &mut cpus, &mut llcs, None);
+        u.update(DepthRules::default(), 11 * S, &mut cpus, &mut llcs, &[]);
         let util: Vec<u64> = cpus.iter().map(|c| c.util).collect();
         assert_eq!(util, [256, 1024, 0, 0, 1024, 1024]);
         assert_eq!((llcs[0].util_sum, llcs[1].util_sum), (1280, 2048));
@@ -339,7 +233,13 @@ mod tests {
         cpus[2].idle_ns += 32_000_000;
         cpus[3].idle_ns += 11 * S - cpus[3].idle_start;
         cpus[3].idle_start = 0;
-        u.update(0, 11 * S + 32_000_000, &mut cpus, &mut llcs, None);
+        u.update(
+            DepthRules::default(),
+            11 * S + 32_000_000,
+            &mut cpus,
+            &mut llcs,
+            &[],
+        );
         let util: Vec<u64> = cpus.iter().map(|c| c.util).collect();
         assert_eq!(util, [640, 512, 0, 512, 1024, 1024]);
         assert_eq!(llcs[0].util_sum, 1664);

@@ -13,15 +13,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::bpf_maps::{
+    intf_slice, lookup_percpu_as, lookup_u64, monotonic_ns, u64_words, MappedWords,
+};
 use crate::bpf_skel::*;
 use crate::features;
-use crate::loader::{
-    intf_slice, lookup_u64, monotonic_ns, pin_features, u64_words, value_as, verified_insns,
-    MappedWords, UtilUpdate,
-};
+use crate::loader::{pin_features, verified_insns, UtilUpdate};
+use crate::opts::RunOpts;
+use crate::sis_util_depth::DepthRules;
 use crate::stats::{Counters, Metrics, NR_STATS};
 use crate::topology::{copy_same_c_type, TopoDesc};
-use crate::RunOpts;
 
 pub struct Scheduler<'a> {
     skel: BpfSkel<'a>,
@@ -35,7 +36,7 @@ pub struct Scheduler<'a> {
     /// calibrate's control words (its lease) through their mmap: no bpf() call per interval
     calib_ctl: Option<MappedWords>,
     interval: Duration,
-    /// The fitted depths (sis_fit::fit_on): per LLC, each utilization bucket's (None: too
+    /// The fitted depths (used with SIS_FIT): per LLC, each utilization bucket's (None: too
     /// few samples)
     fit: Vec<[Option<u64>; crate::sis_fit::BUCKETS]>,
     last_fit: Option<Instant>,
@@ -52,7 +53,7 @@ impl<'a> Scheduler<'a> {
         let topo = scx_utils::Topology::new().context("reading the CPU topology")?;
         let desc = TopoDesc::from_scx(&topo);
         let llcs = desc.llcs();
-        info!("scx_sisutil {}", crate::full_version());
+        info!("scx_sisutil {}", crate::opts::full_version());
         let mut skel = Self::open_load(opts, &desc, &llcs, open_object)?;
         info!("verifier: {}", verified_insns(&skel));
 
@@ -168,26 +169,24 @@ impl<'a> Scheduler<'a> {
 
     /// One interval of the loader's work (UtilUpdate), on the scheduler's .bss.
     fn update_util(&mut self) {
-        let feat = self.features();
+        let rules = DepthRules::of(self.features());
         let now = monotonic_ns();
-        let sis_fit = self.update_calib(feat, now);
+        self.update_calib(rules.fit, now);
         let Some(bss) = self.skel.maps.bss_data.as_mut() else {
             return;
         };
         self.util.update(
-            feat,
+            rules,
             now,
             intf_slice(&mut bss.cpu_ctxs),
             intf_slice(&mut bss.llc_ctxs),
-            sis_fit.then_some(&self.fit[..]),
+            &self.fit,
         );
     }
 
-    /// Depth calibration: recording on while `calibrate` holds its lease or the fitted depth
-    /// is on (sis_fit::fit_on); with it, the per-LLC fit from the records, refreshed each
-    /// second. Returns whether the fitted depths apply.
-    fn update_calib(&mut self, feat: u64, now: u64) -> bool {
-        let sis_fit = crate::sis_fit::fit_on(feat);
+    /// Depth calibration: recording on while `calibrate` holds its lease or SIS_FIT is on;
+    /// with SIS_FIT, the per-LLC fit from the records, refreshed each second.
+    fn update_calib(&mut self, sis_fit: bool, now: u64) {
         let on = sis_fit || crate::sis_fit::lease_held(&self.skel, self.calib_ctl.as_ref(), now);
         if let Some(bss) = self.skel.maps.bss_data.as_mut() {
             if (bss.calib_on != 0) != on {
@@ -196,7 +195,7 @@ impl<'a> Scheduler<'a> {
         }
         if !sis_fit {
             self.last_fit = None;
-            return false;
+            return;
         }
         if self
             .last_fit
@@ -205,7 +204,6 @@ impl<'a> Scheduler<'a> {
             self.fit = crate::sis_fit::fit_from_records(&self.skel, self.llcs.len());
             self.last_fit = Some(Instant::now());
         }
-        true
     }
 
     fn read_metrics(&self) -> Metrics {
@@ -239,22 +237,17 @@ impl<'a> Scheduler<'a> {
     fn read_wait(&self, m: &mut Metrics) {
         let nb = crate::wait_hist::NR_BUCKETS;
         let (mut hist, mut count, mut sum) = (vec![0u64; nb], 0u64, 0u64);
-        if let Ok(Some(vals)) = self
-            .skel
-            .maps
-            .wait_hists
-            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-        {
-            for v in vals {
-                let Some(w) = value_as::<crate::bpf_intf::wait_hist>(&v) else {
-                    continue;
-                };
-                for (h, c) in hist.iter_mut().zip(&w.bucket) {
-                    *h += c;
-                }
-                count += w.count;
-                sum += w.sum_ns;
+        let hists = lookup_percpu_as::<crate::bpf_intf::wait_hist, _>(
+            &self.skel.maps.wait_hists,
+            0,
+            "the wait histograms",
+        );
+        for w in hists.unwrap_or_default() {
+            for (h, c) in hist.iter_mut().zip(&w.bucket) {
+                *h += c;
             }
+            count += w.count;
+            sum += w.sum_ns;
         }
         m.set_wait(hist, count, sum);
     }

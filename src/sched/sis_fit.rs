@@ -5,13 +5,12 @@
 //! that turns recording on for `calibrate`) and SIS_FIT's fitted depth per bucket. The
 //! `calibrate` command (src/tools/calibrate.rs) reads the same records.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 
 use crate::bpf_intf as bi;
+use crate::bpf_maps::MappedWords;
 use crate::bpf_skel::BpfSkel;
-use crate::loader::MappedWords;
-use crate::sis_util_depth::SCHED_CAPACITY_SCALE;
 
 pub const BUCKETS: usize = bi::calib_consts_CALIB_BUCKETS as usize;
 pub const EXACT: usize = bi::calib_consts_CALIB_EXACT as usize;
@@ -23,8 +22,9 @@ pub const CTL_WEIGHT: u32 = bi::calib_consts_CALIB_CTL_WEIGHT;
 /// Words of calib_ctl (the lease, imbalance_pct, each LLC's weight).
 pub const CTL_WORDS: usize = bi::calib_consts_CALIB_CTL_NR as usize;
 
-pub const RECS_PIN: &str = "/sys/fs/bpf/scx_sisutil/calib_recs";
-pub const CTL_PIN: &str = "/sys/fs/bpf/scx_sisutil/calib_ctl";
+/// calibrate's records and control words, pinned beside the feature word.
+pub const RECS_PIN: &str = concat!(crate::features::pin_dir!(), "/calib_recs");
+pub const CTL_PIN: &str = concat!(crate::features::pin_dir!(), "/calib_ctl");
 /// How long one request keeps recording on: a few seconds after calibrate's last read.
 pub const LEASE_NS: u64 = 3_000_000_000;
 /// SIS_FIT uses a bucket's depth_p95 from this many wake-ups that had an idle CPU.
@@ -129,19 +129,8 @@ pub fn read_records<M: MapCore>(map: &M) -> Result<Vec<Rec>> {
     let n = map.max_entries();
     let mut out = Vec::with_capacity(n as usize);
     for key in 0..n {
-        let vals = map
-            .lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY)
-            .context("reading the calibration records")?
-            .unwrap_or_default();
         let mut sum = Rec::default();
-        for v in vals {
-            let Some(r) = crate::loader::value_as::<Rec>(&v) else {
-                bail!(
-                    "{RECS_PIN}: a record of {} bytes, expected {}",
-                    v.len(),
-                    std::mem::size_of::<Rec>()
-                );
-            };
+        for r in crate::bpf_maps::lookup_percpu_as::<Rec, _>(map, key, RECS_PIN)? {
             sum.add(&r);
         }
         out.push(sum);
@@ -213,14 +202,9 @@ pub fn unpin(skel: &mut BpfSkel<'_>) {
 pub fn lease_held(skel: &BpfSkel<'_>, mapped: Option<&MappedWords>, now: u64) -> bool {
     let until = match mapped {
         Some(m) => Some(m.read(CTL_LEASE as usize)),
-        None => crate::loader::lookup_u64(&skel.maps.calib_ctl, CTL_LEASE),
+        None => crate::bpf_maps::lookup_u64(&skel.maps.calib_ctl, CTL_LEASE),
     };
     until.is_some_and(|until| until > now)
-}
-
-/// Is SIS_FIT on in the feature word `feat` (the loader then writes the fitted depths)?
-pub fn fit_on(feat: u64) -> bool {
-    feat & bi::sis_feature_FEAT_SIS_FIT as u64 != 0
 }
 
 /// SIS_FIT's table: per LLC, each bucket's depth_p95 once it has FIT_MIN_SAMPLES wake-ups
@@ -259,7 +243,8 @@ pub fn fit_depth(fit: Option<&[Option<u64>; BUCKETS]>, util_sum: u64, weight: u6
     if weight == 0 {
         return None;
     }
-    let b = ((util_sum * 10 / (weight * SCHED_CAPACITY_SCALE)) as usize).min(BUCKETS - 1);
+    let b = ((util_sum * 10 / (weight * bi::sis_consts_SCHED_CAPACITY as u64)) as usize)
+        .min(BUCKETS - 1);
     fit?[b].map(|d| d.min(weight))
 }
 
@@ -310,8 +295,8 @@ mod tests {
         let mut b = vec![0u8; std::mem::size_of::<Rec>()];
         b[8..16].copy_from_slice(&5u64.to_ne_bytes());
         b[7 * 8..8 * 8].copy_from_slice(&9u64.to_ne_bytes());
-        let r = crate::loader::value_as::<Rec>(&b).unwrap();
+        let r = crate::bpf_maps::value_as::<Rec>(&b).unwrap();
         assert_eq!((r.wakeups, r.depth_sum, r.hist[0]), (0, 5, 9));
-        assert!(crate::loader::value_as::<Rec>(&b[8..]).is_none());
+        assert!(crate::bpf_maps::value_as::<Rec>(&b[8..]).is_none());
     }
 }

@@ -7,8 +7,10 @@
 
 use anyhow::{bail, Result};
 
-pub const SCHED_CAPACITY_SCALE: u64 = 1024;
-pub const DEFAULT_IMBALANCE_PCT: u64 = 117;
+/// The kernel's SCHED_CAPACITY_SCALE (intf.h's SCHED_CAPACITY).
+pub const SCHED_CAPACITY_SCALE: u64 = crate::bpf_intf::sis_consts_SCHED_CAPACITY as u64;
+/// The LLC domain's imbalance_pct (intf.h).
+pub const DEFAULT_IMBALANCE_PCT: u64 = crate::bpf_intf::sis_consts_DEFAULT_IMBALANCE_PCT as u64;
 
 /// LLCs of at most this many CPUs get SIS_SMALL_LLC's boost.
 const SMALL_LLC_MAX_WEIGHT: u64 = 16;
@@ -85,9 +87,44 @@ pub fn small_llc_depth(nr_scan: u64, llc_weight: u64) -> u64 {
     (nr_scan.saturating_mul(32) / llc_weight).min(llc_weight)
 }
 
-/// Is SIS_SMALL_LLC on in the feature word `feat`?
-pub fn small_llc_on(feat: u64) -> bool {
-    feat & crate::bpf_intf::sis_feature_FEAT_SIS_SMALL_LLC as u64 != 0
+/// The loader-side depth features of a feature word, decoded in this one place: the rules
+/// the loader applies to nr_idle_scan before it writes an LLC's depth (the wake path reads
+/// only the depth). A new loader-side depth feature is a field here, its bit in `of` and
+/// its step in `depth`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DepthRules {
+    /// SIS_SMALL_LLC: small_llc_depth() on LLCs of at most 16 CPUs
+    pub small_llc: bool,
+    /// SIS_FIT: an LLC's calibrated depth (src/sched/sis_fit.rs) where its bucket has one
+    pub fit: bool,
+}
+
+impl DepthRules {
+    /// The rules on in the feature word `feat`.
+    pub fn of(feat: u64) -> Self {
+        let on = |bit: u32| feat & bit as u64 != 0;
+        DepthRules {
+            small_llc: on(crate::bpf_intf::sis_feature_FEAT_SIS_SMALL_LLC),
+            fit: on(crate::bpf_intf::sis_feature_FEAT_SIS_FIT),
+        }
+    }
+
+    /// The depth the loader writes for an LLC of `llc_weight` CPUs at `sum_util`:
+    /// nr_idle_scan(), small_llc_depth() with SIS_SMALL_LLC, then with SIS_FIT the LLC's
+    /// calibrated depth (`fit`, its row of sis_fit::fit_table) where it has one.
+    pub fn depth(
+        self,
+        sum_util: u64,
+        llc_weight: u64,
+        imbalance_pct: u64,
+        fit: Option<&[Option<u64>; crate::sis_fit::BUCKETS]>,
+    ) -> u64 {
+        let depth = scan_depth(sum_util, llc_weight, imbalance_pct, self.small_llc);
+        if !self.fit {
+            return depth;
+        }
+        crate::sis_fit::fit_depth(fit, sum_util, llc_weight).unwrap_or(depth)
+    }
 }
 
 /// The depth the scheduler writes: nr_idle_scan(), then small_llc_depth()
@@ -343,6 +380,43 @@ mod tests {
         o.llc_weight = 32;
         assert_eq!(depths(&o), depths(&opts(32)));
         assert_eq!(scan_depth(0, 8, 117, true), 8);
+    }
+
+    /// The loader-side depth features decoded from their own bits (no other bit moves
+    /// them), and each applied by `depth`: SIS_SMALL_LLC doubles a 16-CPU LLC's 6 at 65 %,
+    /// SIS_FIT takes the LLC's calibrated depth where its bucket has one, else SIS_UTIL's.
+    #[test]
+    fn depth_rules_decode_their_bits_and_apply_them() {
+        use crate::bpf_intf as bi;
+        let small = bi::sis_feature_FEAT_SIS_SMALL_LLC as u64;
+        let fit = bi::sis_feature_FEAT_SIS_FIT as u64;
+        let none = DepthRules::default();
+        assert_eq!(DepthRules::of(!(small | fit)), none);
+        assert_eq!(
+            DepthRules::of(small),
+            DepthRules {
+                small_llc: true,
+                fit: false
+            }
+        );
+        assert_eq!(
+            DepthRules::of(fit),
+            DepthRules {
+                small_llc: false,
+                fit: true
+            }
+        );
+
+        let sum = sum_util_for_pct(65, 16);
+        assert_eq!(none.depth(sum, 16, 117, None), 6);
+        assert_eq!(DepthRules::of(small).depth(sum, 16, 117, None), 12);
+        let mut row = [None; crate::sis_fit::BUCKETS];
+        row[6] = Some(2);
+        assert_eq!(DepthRules::of(fit).depth(sum, 16, 117, Some(&row)), 2);
+        assert_eq!(none.depth(sum, 16, 117, Some(&row)), 6);
+        assert_eq!(DepthRules::of(fit | small).depth(sum, 16, 117, None), 12);
+        row[6] = None;
+        assert_eq!(DepthRules::of(fit).depth(sum, 16, 117, Some(&row)), 6);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use std::mem::MaybeUninit;
 
-use libbpf_rs::{MapCore, MapFlags, ProgramInput};
+use libbpf_rs::ProgramInput;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -25,14 +25,10 @@ fn read_recs(skel: &SisTestSkel<'_>, n: usize) -> Vec<Rec> {
     (0..n as u32)
         .map(|k| {
             let mut r = Rec::default();
-            for v in skel
-                .maps
-                .calib_recs
-                .lookup_percpu(&k.to_ne_bytes(), MapFlags::ANY)
-                .expect("lookup")
-                .expect("entry")
-            {
-                r.add(&crate::loader::value_as::<Rec>(&v).expect("one calib_rec per CPU"));
+            let recs =
+                crate::bpf_maps::lookup_percpu_as::<Rec, _>(&skel.maps.calib_recs, k, "calib_recs");
+            for v in recs.expect("one calib_rec per CPU") {
+                r.add(&v);
             }
             r
         })

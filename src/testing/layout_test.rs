@@ -59,6 +59,25 @@ fn reaches(code: &str, room: &str, mods: &[String]) -> Vec<String> {
     hits
 }
 
+/// The names `crate::NAME` in Rust `code` reaches (the first path segment after `crate::`).
+fn crate_names(code: &str) -> Vec<String> {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    code.match_indices("crate::")
+        .filter(|(i, _)| {
+            !code[..*i]
+                .chars()
+                .next_back()
+                .is_some_and(|c| is_ident(c) || c == ':')
+        })
+        .map(|(i, p)| {
+            code[i + p.len()..]
+                .chars()
+                .take_while(|&c| is_ident(c))
+                .collect()
+        })
+        .collect()
+}
+
 /// The headers a BPF source includes from another room (`tools/...`, `testing/...`).
 fn bpf_includes_out(text: &str) -> Vec<String> {
     text.lines()
@@ -114,6 +133,35 @@ fn the_scheduler_imports_no_tool_and_no_test_code() {
     );
 }
 
+/// A scheduler file reaches only the scheduler's modules and the generated bindings: not
+/// the entry point's items (main.rs dispatches to the tools), so nothing of the scheduler
+/// depends on a tool through main.rs either.
+#[test]
+fn the_scheduler_reaches_only_scheduler_modules() {
+    let src = root().join("src");
+    let mut allowed = modules(&src.join("sched"));
+    allowed.extend(["bpf_intf".to_string(), "bpf_skel".to_string()]);
+    assert!(allowed.contains(&"bpf_maps".to_string()), "{allowed:?}");
+    let mut bad = vec![];
+    for f in files(&src.join("sched"), ".rs") {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let code = rust_code(text.split("#[cfg(test)]").next().unwrap());
+        for n in crate_names(&code) {
+            if !allowed.contains(&n) {
+                bad.push(format!(
+                    "{}: crate::{n}",
+                    f.strip_prefix(root()).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "the scheduler reaches outside src/sched:\n{}",
+        bad.join("\n")
+    );
+}
+
 /// The mutation check of the scan: each way of naming a tool module is seen, a
 /// comment, a longer name or a production module is not.
 #[test]
@@ -130,4 +178,16 @@ fn the_layout_scan_sees_imports_not_comments() {
         ["tools/cost.bpf.h"]
     );
     assert!(bpf_includes_out("#include \"sis.bpf.h\"").is_empty());
+    assert_eq!(
+        crate_names("use crate::RunOpts; x = crate::opts::full_version(); // crate::ab"),
+        ["RunOpts", "opts", "ab"]
+    );
+    assert_eq!(
+        crate_names("use scx_crate::x; y::crate::z"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        crate_names(&rust_code("// crate::ab")),
+        Vec::<String>::new()
+    );
 }

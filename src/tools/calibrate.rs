@@ -18,7 +18,7 @@ use crate::sis_fit::{
     depth_p95, read_records, Rec, BUCKETS, CTL_LEASE, CTL_PCT, CTL_PIN, CTL_WEIGHT, LEASE_NS,
     MAX_LLCS, RECS_PIN,
 };
-use crate::sis_util_depth::{scan_depth, sum_util_for_pct};
+use crate::sis_util_depth::{sum_util_for_pct, DepthRules};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct CalibrateOpts {
@@ -91,23 +91,24 @@ fn plot_report(path: &Path, out: &crate::plot::PlotOut) -> Result<u64> {
     })?;
     let words: Vec<&str> = r.features.split_whitespace().collect();
     let feat = features::apply(0, &words).context("--from-json: the report's features")?;
-    let small = crate::sis_util_depth::small_llc_on(feat);
+    let rules = DepthRules::of(feat);
     let w = r.llc_weights.iter().copied().max().unwrap_or(1);
-    plot(&r.buckets, w, r.imbalance_pct, small, &r.features, out)
+    plot(&r.buckets, w, r.imbalance_pct, rules, &r.features, out)
 }
 
-/// The policy curve: SIS_UTIL's depth at `pct` % for an LLC of `weight` CPUs.
-fn sis_util_depth(pct: u64, weight: u64, imbalance_pct: u64, small_llc: bool) -> u64 {
-    scan_depth(
-        sum_util_for_pct(pct, weight),
-        weight,
-        imbalance_pct,
-        small_llc,
-    )
+/// The policy curve: the loader's depth at `pct` % for an LLC of `weight` CPUs (SIS_UTIL's,
+/// with SIS_SMALL_LLC when on; SIS_FIT's calibrated curve is what calibrate measures).
+fn sis_util_depth(pct: u64, weight: u64, imbalance_pct: u64, rules: DepthRules) -> u64 {
+    rules.depth(sum_util_for_pct(pct, weight), weight, imbalance_pct, None)
 }
 
 /// Per bucket, over every LLC.
-pub fn buckets(recs: &[Rec], weights: &[u64], imbalance_pct: u64, small_llc: bool) -> Vec<Bucket> {
+pub fn buckets(
+    recs: &[Rec],
+    weights: &[u64],
+    imbalance_pct: u64,
+    rules: DepthRules,
+) -> Vec<Bucket> {
     let nr_llcs = recs.len() / BUCKETS;
     let w = weights.iter().copied().max().unwrap_or(1).max(1);
     (0..BUCKETS)
@@ -131,7 +132,7 @@ pub fn buckets(recs: &[Rec], weights: &[u64], imbalance_pct: u64, small_llc: boo
                 wasted_scan: r.wasted,
                 no_idle: r.no_idle,
                 depth_p95: depth_p95(&r.hist),
-                sis_util_depth: sis_util_depth(lo + 5, w, imbalance_pct, small_llc),
+                sis_util_depth: sis_util_depth(lo + 5, w, imbalance_pct, rules),
             }
         })
         .collect()
@@ -153,11 +154,11 @@ fn open_pinned(path: &str) -> Result<MapHandle> {
 }
 
 fn ctl_read(ctl: &MapHandle, key: u32) -> u64 {
-    crate::loader::lookup_u64(ctl, key).unwrap_or(0)
+    crate::bpf_maps::lookup_u64(ctl, key).unwrap_or(0)
 }
 
 fn renew_lease(ctl: &MapHandle) -> Result<()> {
-    let until = crate::loader::monotonic_ns() + LEASE_NS;
+    let until = crate::bpf_maps::monotonic_ns() + LEASE_NS;
     ctl.update(
         &CTL_LEASE.to_ne_bytes(),
         &until.to_ne_bytes(),
@@ -216,14 +217,14 @@ pub fn calibrate_main(opts: &CalibrateOpts, shutdown: &AtomicBool) -> Result<()>
         let delta: Vec<Rec> = cur.iter().zip(prev.iter()).map(|(c, p)| c.sub(p)).collect();
         prev = cur;
         let feat = features::read_live()?;
-        let small = crate::sis_util_depth::small_llc_on(feat);
+        let rules = DepthRules::of(feat);
         last_feat = features::to_words(feat).join(" ");
         let report = Report {
             interval_s: opts.interval,
             features: last_feat.clone(),
             llc_weights: weights.clone(),
             imbalance_pct: pct,
-            buckets: buckets(&delta, &weights, pct, small),
+            buckets: buckets(&delta, &weights, pct, rules),
         };
         if opts.json {
             println!("{}", serde_json::to_string(&report)?);
@@ -238,10 +239,10 @@ pub fn calibrate_main(opts: &CalibrateOpts, shutdown: &AtomicBool) -> Result<()>
             .map(|(c, p)| c.sub(p))
             .collect();
         let feat = features::read_live()?;
-        let small = crate::sis_util_depth::small_llc_on(feat);
-        let b = buckets(&total, &weights, pct, small);
+        let rules = DepthRules::of(feat);
+        let b = buckets(&total, &weights, pct, rules);
         let w = weights.iter().copied().max().unwrap_or(1);
-        let n = plot(&b, w, pct, small, &last_feat, out)?;
+        let n = plot(&b, w, pct, rules, &last_feat, out)?;
         eprintln!("calibrate: wrote {} ({n} bytes)", out.path().display());
     }
     Ok(())
@@ -318,12 +319,12 @@ fn plot(
     b: &[Bucket],
     weight: u64,
     imbalance_pct: u64,
-    small_llc: bool,
+    rules: DepthRules,
     features: &str,
     out: &crate::plot::PlotOut,
 ) -> Result<u64> {
     let curve: Vec<(u64, u64)> = (0..=100u64)
-        .map(|pct| (pct, sis_util_depth(pct, weight, imbalance_pct, small_llc)))
+        .map(|pct| (pct, sis_util_depth(pct, weight, imbalance_pct, rules)))
         .collect();
     let data = serde_json::json!({
         "curve": curve,
@@ -354,10 +355,18 @@ mod tests {
         recs[2].hist[3] = 100;
         recs[8].wakeups = 50;
         recs[8].no_idle = 50;
-        let b = buckets(&recs, &[8], 117, false);
+        let b = buckets(&recs, &[8], 117, DepthRules::default());
         let dir = tempfile::tempdir().unwrap();
         let out = crate::plot::check_out(&dir.path().join("calib.png")).unwrap();
-        plot(&b, 8, 117, false, "SIS_UTIL NO_SIS_PROP", &out).unwrap();
+        plot(
+            &b,
+            8,
+            117,
+            DepthRules::default(),
+            "SIS_UTIL NO_SIS_PROP",
+            &out,
+        )
+        .unwrap();
         let png = std::fs::read(out.path()).unwrap();
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         assert!(png.len() > 10_000, "{} bytes", png.len());

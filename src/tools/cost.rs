@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use crate::bpf_intf as bi;
 use crate::features::{self, Preset};
-use crate::sis_util_depth::{scan_depth, sum_util_for_pct, DEFAULT_IMBALANCE_PCT};
+use crate::sis_util_depth::{sum_util_for_pct, DepthRules, DEFAULT_IMBALANCE_PCT};
 use crate::topology::{copy_same_c_type, TopoDesc};
 
 mod skel {
@@ -216,8 +216,8 @@ impl<'obj> CostBpf<'obj> {
     }
 
     /// `llcs` LLCs of `n` CPUs (pairs of threads with `smt`), `busy_pct` of each LLC's CPUs
-    /// busy (which ones: a shuffle seeded by `layout`). Returns (idle CPUs per LLC,
-    /// nr_idle_scan without the small-LLC rule, with).
+    /// busy (which ones: a shuffle seeded by `layout`). Returns (idle CPUs per LLC, the
+    /// depth the loader's `rules` give that load).
     fn set_case(
         &mut self,
         llcs: u32,
@@ -225,7 +225,8 @@ impl<'obj> CostBpf<'obj> {
         smt: bool,
         busy_pct: u32,
         layout: u64,
-    ) -> Result<(u32, u64, u64)> {
+        rules: DepthRules,
+    ) -> Result<(u32, u64)> {
         let threads = if smt { 2 } else { 1 };
         let desc = TopoDesc::synthetic(llcs as usize, (n / threads) as usize, threads as usize, 1);
         let topo = desc.build()?;
@@ -240,8 +241,8 @@ impl<'obj> CostBpf<'obj> {
             cpus[..nbusy].iter().for_each(|&c| is_busy[c] = true);
         }
         let sum = sum_util_for_pct(busy_pct as u64, n as u64);
-        let depth = scan_depth(sum, n as u64, DEFAULT_IMBALANCE_PCT, false);
-        let depth_small = scan_depth(sum, n as u64, DEFAULT_IMBALANCE_PCT, true);
+        // no calibrated curve here: SIS_FIT keeps SIS_UTIL's depth
+        let depth = rules.depth(sum, n as u64, DEFAULT_IMBALANCE_PCT, None);
 
         let bss = self.skel.maps.bss_data.as_mut().context("no bss")?;
         // SAFETY: both are `struct sis_topo` of intf.h
@@ -290,7 +291,7 @@ impl<'obj> CostBpf<'obj> {
             }
         }
         self.chunk = chunk_for(n);
-        Ok((n - nbusy as u32, depth, depth_small))
+        Ok((n - nbusy as u32, depth))
     }
 
     /// Every LLC's row of the statistics map, summed over the CPUs.
@@ -559,11 +560,9 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
                         started.elapsed().as_secs_f64()
                     );
                 }
-                let small = crate::sis_util_depth::small_llc_on(*feat);
+                let rules = DepthRules::of(*feat);
                 let case = |bpf: &mut CostBpf, layout: u64| -> Result<(u32, u64)> {
-                    let (idle, depth, depth_small) =
-                        bpf.set_case(llcs, n, opts.smt, busy, layout)?;
-                    let d = if small { depth_small } else { depth };
+                    let (idle, d) = bpf.set_case(llcs, n, opts.smt, busy, layout, rules)?;
                     let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
                     bss.llc_ctxs[..llcs as usize]
                         .iter_mut()
@@ -764,7 +763,7 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
         .sis_features
         .update(&0u32.to_ne_bytes(), &feat.to_ne_bytes(), MapFlags::ANY)
         .context("setting the feature word")?;
-    let fw = crate::loader::MappedWords::map(&bpf.skel.maps.sis_features, 1, "the feature word")?;
+    let fw = crate::bpf_maps::MappedWords::map(&bpf.skel.maps.sis_features, 1, "the feature word")?;
     let mut up = crate::loader::UtilUpdate::new(llcs, n, DEFAULT_IMBALANCE_PCT);
     let interval_ns = opts.interval_ms * 1_000_000;
     let intervals = opts.runs.max(1) * 300;
@@ -793,11 +792,11 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
         let t = Instant::now();
         let f = fw.read(0);
         up.update(
-            f,
+            DepthRules::of(f),
             now,
-            crate::loader::intf_slice(&mut bss.cpu_ctxs),
-            crate::loader::intf_slice(&mut bss.llc_ctxs),
-            None,
+            crate::bpf_maps::intf_slice(&mut bss.cpu_ctxs),
+            crate::bpf_maps::intf_slice(&mut bss.llc_ctxs),
+            &[],
         );
         let dt = t.elapsed().as_secs_f64() * 1e6;
         if i > 0 {

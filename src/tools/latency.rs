@@ -131,7 +131,7 @@ pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
             Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())),
         );
     }
-    let now = crate::loader::monotonic_ns();
+    let now = crate::bpf_maps::monotonic_ns();
     let elapsed = t0.elapsed().as_secs_f64();
     // detach first: the maps stop changing while they are read (under load, reading takes
     // a while and the pending map would fill with wake-ups from after `now`)
@@ -153,17 +153,13 @@ pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
     };
     let (mut all_sum, mut all_max) = (0u64, 0u64);
     for (k, l) in levels.iter_mut().enumerate() {
-        let vals = sk
-            .maps
-            .lat_hists
-            .lookup_percpu(&(k as u32).to_ne_bytes(), MapFlags::ANY)
-            .context("reading the latency histograms")?
-            .unwrap_or_default();
+        let hists = crate::bpf_maps::lookup_percpu_as::<bi::lat_hist, _>(
+            &sk.maps.lat_hists,
+            k as u32,
+            "the latency histograms",
+        )?;
         let (mut sum, mut max) = (0u64, 0u64);
-        for v in vals {
-            let Some(w) = crate::loader::value_as::<bi::lat_hist>(&v) else {
-                bail!("latency histogram of unexpected size {}", v.len());
-            };
+        for w in hists {
             for (b, c) in l.buckets.iter_mut().zip(&w.bucket) {
                 *b += c;
             }
