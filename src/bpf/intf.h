@@ -38,7 +38,7 @@ enum sis_consts {
 	 * time, which pays sched_ext kfuncs per probe and, under emulation, runs
 	 * many times slower than the kernel's loop. Measured natively: the slope of
 	 * the unbounded full scan at 100 % busy, `scx_sisutil placement-cost
-	 * --llc-sizes 8,16,64,256 --busy 100 --policies unbounded` on the AMD EPYC
+	 * --llc-sizes 8,16,64,256 --busy 100 --policies patched-unbounded` on the AMD EPYC
 	 * host of 2026-11-25: (2866.7 - 251.7) ns / (257 - 9) CPUs = 10.5 ns per
 	 * probe (64 CPUs: 10.9). docs/DESIGN.md, "SIS_PROP in kernel units".
 	 */

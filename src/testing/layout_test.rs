@@ -88,6 +88,14 @@ fn bpf_includes_out(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// A Rust file's path (from the repository) and its code: no comments, and none of its own
+/// unit tests (a module's tests may use test-only code).
+fn production_code(f: &Path) -> (String, String) {
+    let text = std::fs::read_to_string(f).unwrap();
+    let code = rust_code(text.split("#[cfg(test)]").next().unwrap());
+    (f.strip_prefix(root()).unwrap().display().to_string(), code)
+}
+
 #[test]
 fn the_scheduler_imports_no_tool_and_no_test_code() {
     let src = root().join("src");
@@ -105,16 +113,13 @@ fn the_scheduler_imports_no_tool_and_no_test_code() {
     assert!(sched.len() >= 8, "{sched:?}");
     let mut bad = vec![];
     for f in &sched {
-        let text = std::fs::read_to_string(f).unwrap();
-        // a module's own unit tests may use test-only code
-        let code = rust_code(text.split("#[cfg(test)]").next().unwrap());
+        let (path, code) = production_code(f);
         for (room, mods) in &rooms {
-            for hit in reaches(&code, room, mods) {
-                bad.push(format!(
-                    "{}: {hit}",
-                    f.strip_prefix(root()).unwrap().display()
-                ));
-            }
+            bad.extend(
+                reaches(&code, room, mods)
+                    .iter()
+                    .map(|h| format!("{path}: {h}")),
+            );
         }
     }
     let bpf = src.join("bpf");
@@ -144,16 +149,11 @@ fn the_scheduler_reaches_only_scheduler_modules() {
     assert!(allowed.contains(&"bpf_maps".to_string()), "{allowed:?}");
     let mut bad = vec![];
     for f in files(&src.join("sched"), ".rs") {
-        let text = std::fs::read_to_string(&f).unwrap();
-        let code = rust_code(text.split("#[cfg(test)]").next().unwrap());
-        for n in crate_names(&code) {
-            if !allowed.contains(&n) {
-                bad.push(format!(
-                    "{}: crate::{n}",
-                    f.strip_prefix(root()).unwrap().display()
-                ));
-            }
-        }
+        let (path, code) = production_code(&f);
+        let out = crate_names(&code)
+            .into_iter()
+            .filter(|n| !allowed.contains(n));
+        bad.extend(out.map(|n| format!("{path}: crate::{n}")));
     }
     assert!(
         bad.is_empty(),

@@ -56,9 +56,10 @@ pub struct CostOpts {
     /// Two threads per core (has_idle_cores, select_idle_core and select_idle_smt come in)
     #[arg(long)]
     pub smt: bool,
-    /// Policies, comma-separated: vanilla, patched, unbounded (the patched-unbounded preset:
-    /// patched with no scan depth, the whole LLC), each optionally followed by +FEATURE or +NO_FEATURE
-    /// (e.g. vanilla+SIS_UTIL). Default: those three and each patch's feature alone on vanilla
+    /// Policies, comma-separated: a preset (`scx_sisutil presets`: vanilla, patched,
+    /// patched-unbounded = patched with no scan depth, the whole LLC, ...), each optionally
+    /// followed by +FEATURE or +NO_FEATURE (e.g. vanilla+SIS_UTIL). Default: vanilla,
+    /// patched, patched-unbounded and each patch's feature alone on vanilla
     #[arg(long, value_delimiter = ',')]
     pub policies: Vec<String>,
     /// Timed runs per case (one BPF_PROG_TEST_RUN each, after one untimed warm-up run), each
@@ -151,15 +152,16 @@ pub struct Row {
 pub fn parse_policy(spec: &str) -> Result<(String, u64)> {
     let mut parts = spec.split('+');
     let base = parts.next().unwrap_or("").trim();
-    let word = match base.to_ascii_lowercase().as_str() {
-        "vanilla" => features::preset(Preset::vanilla()),
-        "patched" => features::preset(Preset::patched()),
-        // the patched wake path with no scan depth: intf.h's patched-unbounded preset
-        "unbounded" => features::preset(
-            Preset::by_name("patched-unbounded").context("intf.h has no patched-unbounded")?,
-        ),
-        _ => bail!("unknown policy {spec:?}: vanilla, patched or unbounded, optionally +FEATURE or +NO_FEATURE ({})", features::valid_names()),
+    // a preset by its name, the one meaning each name has (intf.h)
+    let Some(preset) = Preset::by_name(base) else {
+        let names: Vec<&str> = features::PRESETS.iter().map(|p| p.name).collect();
+        bail!(
+            "unknown policy {spec:?}: a preset ({}), optionally +FEATURE or +NO_FEATURE ({})",
+            names.join(", "),
+            features::valid_names()
+        );
     };
+    let word = features::preset(preset);
     let words: Vec<&str> = parts.map(str::trim).collect();
     if words.iter().any(|w| w.is_empty()) {
         bail!("policy {spec:?}: empty feature after '+'");
@@ -168,9 +170,14 @@ pub fn parse_policy(spec: &str) -> Result<(String, u64)> {
     Ok((spec.trim().to_string(), word))
 }
 
-/// vanilla, patched, unbounded, and vanilla + each feature patched turns on that vanilla has off.
+/// vanilla, patched, patched-unbounded, and vanilla + each feature patched turns on that
+/// vanilla has off.
 pub fn default_policies() -> Vec<String> {
-    let mut v = vec!["vanilla".to_string(), "patched".into(), "unbounded".into()];
+    let mut v = vec![
+        "vanilla".to_string(),
+        "patched".into(),
+        "patched-unbounded".into(),
+    ];
     let (patched, vanilla) = (
         features::preset(Preset::patched()),
         features::preset(Preset::vanilla()),
@@ -685,7 +692,7 @@ for j, b in enumerate(loads):
         if not pts:
             continue
         x = [t[0] for t in pts]
-        style = "-o" if p in ("vanilla", "patched", "unbounded") else "--."
+        style = "-o" if p in ("vanilla", "patched", "patched-unbounded") else "--."
         ax.errorbar(x, [t[1] for t in pts], yerr=[[t[1] - t[2] for t in pts], [t[3] - t[1] for t in pts]],
                     fmt=style, label=p, markersize=3, capsize=2, linewidth=1)
     ax.set_xticks(range(len(machines)), [f"{m[1]}x{m[2]}" for m in machines], fontsize=7, rotation=45)
@@ -1105,20 +1112,20 @@ mod tests {
                 &sizes,
                 &[0, 90, 100],
                 false,
-                &["vanilla", "patched", "unbounded"],
+                &["vanilla", "patched", "patched-unbounded"],
             ),
             false,
         )
         .expect("placement-cost");
         for &n in &sizes {
-            for p in ["vanilla", "patched", "unbounded"] {
+            for p in ["vanilla", "patched", "patched-unbounded"] {
                 // all idle: target (or prev) is idle, the fast checks count one, no enqueue
                 let r = row(&rows, p, n, 0);
                 assert_eq!(r.cpus_examined, 1.0, "{p} {n} 0 %");
                 assert_eq!(r.direct_pct, 100.0, "{p} {n} 0 %");
             }
             // nothing idle: the kick search walks nothing (the word test), only the select path
-            let r = row(&rows, "unbounded", n, 100);
+            let r = row(&rows, "patched-unbounded", n, 100);
             assert_eq!(
                 r.cpus_examined,
                 n as f64 + 1.0,
@@ -1132,7 +1139,7 @@ mod tests {
             // SIS_PROP: avg_idle 0 gives its minimum depth 4, and !--nr stops after 3 probes
             let r = row(&rows, "vanilla", n, 100);
             assert_eq!(r.cpus_examined, 4.0, "SIS_PROP's minimum depth");
-            for p in ["vanilla", "patched", "unbounded"] {
+            for p in ["vanilla", "patched", "patched-unbounded"] {
                 assert_eq!(row(&rows, p, n, 100).direct_pct, 0.0, "{p} {n} 100 %");
             }
             // 90 %: SIS_UTIL scans nothing (depth 0), so the enqueue's search finds the idle
@@ -1140,7 +1147,7 @@ mod tests {
             let r = row(&rows, "patched", n, 90);
             assert_eq!(r.nr_idle_scan, 0);
             assert!(r.kick_scanned >= 1.0 && r.direct_pct < 100.0, "{r:?}");
-            let r = row(&rows, "unbounded", n, 90);
+            let r = row(&rows, "patched-unbounded", n, 90);
             assert_eq!((r.kick_scanned, r.direct_pct), (0.0, 100.0), "{r:?}");
         }
     }
@@ -1175,7 +1182,7 @@ mod tests {
     #[test]
     fn placement_cost_examined_smt() {
         let rows = measure(
-            &opts(&[16, 128], &[100], true, &["patched", "unbounded"]),
+            &opts(&[16, 128], &[100], true, &["patched", "patched-unbounded"]),
             false,
         )
         .expect("placement-cost");
@@ -1183,7 +1190,7 @@ mod tests {
             // no idle core: select_idle_smt() visits prev's two threads first
             assert_eq!(row(&rows, "patched", n, 100).cpus_examined, 3.0);
             assert_eq!(
-                row(&rows, "unbounded", n, 100).cpus_examined,
+                row(&rows, "patched-unbounded", n, 100).cpus_examined,
                 n as f64 + 3.0
             );
         }
@@ -1195,11 +1202,11 @@ mod tests {
     fn placement_cost_split_runs_add_up() {
         assert_eq!(chunk_for(512), 32768);
         assert_eq!(chunk_for(2), 1 << 18);
-        let mut o = opts(&[512], &[100], false, &["unbounded"]);
+        let mut o = opts(&[512], &[100], false, &["patched-unbounded"]);
         o.runs = 1;
         o.placements = 2 * chunk_for(512) + 100;
         let rows = measure(&o, false).expect("placement-cost");
-        let r = row(&rows, "unbounded", 512, 100);
+        let r = row(&rows, "patched-unbounded", 512, 100);
         assert_eq!(r.cpus_examined, 513.0, "{r:?}");
         assert_eq!(r.placements_per_run, o.placements);
     }
@@ -1210,8 +1217,17 @@ mod tests {
             parse_policy("vanilla+SIS_UTIL").unwrap().1,
             features::preset(Preset::vanilla()) | bi::sis_feature_FEAT_SIS_UTIL as u64
         );
-        let (_, u) = parse_policy("unbounded").unwrap();
-        assert!(!features::is_on(u, "SIS_UTIL") && !features::is_on(u, "SIS_PROP"));
+        // a preset's name means that preset: unbounded is vanilla's path, patched-unbounded
+        // patched's, both with no scan depth
+        for (name, base) in [
+            ("unbounded", Preset::vanilla()),
+            ("patched-unbounded", Preset::patched()),
+        ] {
+            let (_, u) = parse_policy(name).unwrap();
+            let depth = bi::sis_feature_FEAT_SIS_UTIL as u64 | bi::sis_feature_FEAT_SIS_PROP as u64;
+            assert_eq!(u, features::preset(base) & !depth, "{name}");
+            assert_eq!(parse_policy(&name.to_uppercase()).unwrap().1, u);
+        }
         for bad in ["", "fast", "vanilla+", "vanilla+NOPE", "patched++SIS_UTIL"] {
             assert!(parse_policy(bad).is_err(), "{bad:?} accepted");
         }

@@ -7,7 +7,7 @@
 //! compared. A wake-up whose state changed between entry and exit in a way that matters is
 //! racy, not a disagreement; each disagreement is put on the first step where the paths
 //! part. The same snapshots under each preset give the counterfactuals: what vanilla
-//! (SIS_PROP), patched (SIS_UTIL) or an unbounded scan would have done here.
+//! (SIS_PROP), patched (SIS_UTIL) or patched-unbounded (the whole LLC) would have done here.
 //!
 //! Root; sched_ext is not needed, and must not be attached (the fair class then does not
 //! place its tasks).
@@ -895,7 +895,7 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     let (feat, features_source) = kernel_features();
     let policies: Vec<(String, u64)> = std::iter::once(Ok(("kernel".to_string(), feat)))
         .chain(
-            ["vanilla", "patched", "unbounded"]
+            ["vanilla", "patched", "patched-unbounded"]
                 .iter()
                 .map(|p| parse_policy(p)),
         )

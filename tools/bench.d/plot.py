@@ -11,6 +11,7 @@ One column of subplots per workload, one row per boot.
 """
 import json
 import sys
+import textwrap
 
 import matplotlib
 
@@ -24,10 +25,17 @@ def grid(data, key, ylabel, title, path, hline=None, logy=False):
                   if data[b]["workloads"][w][key]})
     if not boots or not wls:
         wls = ["none"]
-    # A fixed band of 0.8 inch on top for the title and the legend.
-    height = 3.4 * max(1, len(boots)) + 0.8
+    # At least 7.5 inches wide (825 px), so that one workload's title and legend fit; on
+    # top, a band for the title (wrapped to the width) and the legend (as many rows as it
+    # takes at 1.7 inches a column).
+    width = max(7.5, 4.2 * len(wls))
+    names = {c for b in boots for wd in data[b]["workloads"].values() for c in wd[key]}
+    ncol = max(1, min(len(names), int(width / 1.7)))
+    title_lines = textwrap.wrap(title, width=int(width * 11))
+    band = 0.25 * len(title_lines) + 0.14 * -(-max(1, len(names)) // ncol) + 0.25
+    height = 3.4 * max(1, len(boots)) + band
     fig, axes = plt.subplots(len(boots) or 1, len(wls), squeeze=False,
-                             figsize=(4.2 * len(wls), height))
+                             figsize=(width, height))
     for i, b in enumerate(boots):
         for j, w in enumerate(wls):
             ax = axes[i][j]
@@ -57,11 +65,11 @@ def grid(data, key, ylabel, title, path, hline=None, logy=False):
         for ax in row:
             for h, l in zip(*ax.get_legend_handles_labels()):
                 handles.setdefault(l, h)
-    top = 1 - 0.8 / height
-    fig.suptitle(title, fontsize=10, y=1 - 0.15 / height)
+    top = 1 - band / height
+    fig.suptitle("\n".join(title_lines), fontsize=10, y=1 - 0.1 / height, va="top")
     fig.legend(list(handles.values()), list(handles.keys()), loc="upper center",
-               bbox_to_anchor=(0.5, 1 - 0.35 / height), ncol=min(6, max(1, len(handles))),
-               fontsize=7)
+               bbox_to_anchor=(0.5, 1 - (0.15 + 0.25 * len(title_lines)) / height),
+               ncol=ncol, fontsize=7)
     fig.tight_layout(rect=(0, 0, 1, top))
     fig.savefig(path, dpi=110)
     plt.close(fig)
