@@ -1126,7 +1126,7 @@ mod tests {
         let mut obj = MaybeUninit::uninit();
         let mut bpf = CostBpf::load(&mut obj).unwrap();
         let fd = bpf.skel.progs.contention.as_fd().as_raw_fd();
-        for mode in 0..CONT_MODES.len() {
+        for (mode, name) in CONT_MODES.iter().enumerate() {
             bpf.skel.maps.bss_data.as_mut().unwrap().cont_words.fill(0);
             contention_run(&mut bpf, fd, mode as u32, &cpus[..t], 4096).unwrap();
             let w = &bpf.skel.maps.bss_data.as_ref().unwrap().cont_words;
@@ -1138,7 +1138,7 @@ mod tests {
                     _ => want[c * 8] += 4096,
                 }
             }
-            assert!(w.iter().eq(want.iter()), "mode {}", CONT_MODES[mode]);
+            assert!(w.iter().eq(want.iter()), "mode {name}");
         }
     }
 
