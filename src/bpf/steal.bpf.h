@@ -8,8 +8,7 @@
  * LLC's DSQ (a scx_bpf_dsq_move_to_local() each: a DSQ hash lookup and a
  * list test), O(LLCs) kfunc calls on every dispatch that found nothing,
  * which at light load is every idle entry. With it, one machine-wide test
- * (the OR of MAX_LLCS counters: MAX_LLCS / 8 cache lines, no loop call)
- * ends the steal when nothing is queued anywhere, and the walk, when there
+ * (a load per LLC, unrolled: no kfunc, no iterator call) ends the steal when nothing is queued anywhere, and the walk, when there
  * is something, tries only the LLCs whose count is not zero.
  *
  * llc_queued[l] counts the tasks ops.enqueue put in LLC l's DSQ that have
@@ -40,8 +39,18 @@ struct steal_env;
 /* move the head of LLC @llc's DSQ to this CPU; true when a task moved */
 static __always_inline bool steal_move(struct steal_env *e, s32 llc);
 
-/* tasks counted in each LLC's DSQ (an upper bound of its length, above); packed: 8 per line */
-u64 llc_queued[MAX_LLCS];
+/*
+ * Tasks counted in each LLC's DSQ (an upper bound of its length, above), a
+ * cache line each: packed 8 to a line, an enqueue's atomic costs what one
+ * word shared by every CPU costs (placement-cost --contention: 13 ns against
+ * 1.9 ns on a line of its own, 2 CPUs; docs/DESIGN.md).
+ */
+struct steal_count {
+	u64 n;
+	u64 __pad[7];
+} __attribute__((aligned(64)));
+
+struct steal_count llc_queued[MAX_LLCS];
 /* set once a task was queued without its count: the summary no longer bounds the DSQs */
 u32 steal_uncounted;
 
@@ -56,7 +65,7 @@ static __always_inline void queued_leave(u32 *in)
 	if (!l)
 		return;
 	*in = 0;
-	__sync_fetch_and_sub(&llc_queued[(l - 1) & (MAX_LLCS - 1)], 1);
+	__sync_fetch_and_sub(&llc_queued[(l - 1) & (MAX_LLCS - 1)].n, 1);
 }
 
 /* ops.enqueue, before the insert into LLC @llc's DSQ: the task is counted there (once) */
@@ -68,23 +77,25 @@ static __always_inline void queued_enter(u32 *in, s32 llc)
 	}
 	queued_leave(in);
 	*in = llc + 1;
-	__sync_fetch_and_add(&llc_queued[llc & (MAX_LLCS - 1)], 1);
+	__sync_fetch_and_add(&llc_queued[llc & (MAX_LLCS - 1)].n, 1);
 }
 
 /*
- * The machine-wide test: may any LLC's DSQ hold a task? The OR of every
- * count, unrolled (no iterator call, the same MAX_LLCS / 8 lines whatever
- * the machine), read without the atomics' lock: a count read as zero was
- * zero at that instant, as the walk's list test would have seen its DSQ.
+ * The machine-wide test: may any LLC's DSQ hold a task? Every count in
+ * turn, unrolled (no iterator call; one load per LLC, no kfunc), read
+ * without the atomics' lock: a count read as zero was zero at that instant,
+ * as the walk's list test would have seen its DSQ.
  */
 static __always_inline bool steal_any_queued(void)
 {
+	u32 i, nr = topo.nr_llcs;
 	u64 acc = 0;
-	u32 i;
 
+	/* no exit in the body, or clang leaves the loop rolled (7.x refuses plain loops here) */
 #pragma unroll
 	for (i = 0; i < MAX_LLCS; i++)
-		acc |= READ_ONCE(llc_queued[i]);
+		if (i < nr)
+			acc |= READ_ONCE(llc_queued[i].n);
 	return acc || READ_ONCE(steal_uncounted);
 }
 
@@ -110,7 +121,7 @@ static __always_inline s32 steal_search(struct steal_env *e, s32 llc, u32 *tried
 			break;
 		l = topo.llc_steal[llc & (MAX_LLCS - 1)][k & (MAX_LLCS - 1)];
 		(*walked)++;
-		if (!every && !READ_ONCE(llc_queued[l & (MAX_LLCS - 1)]))
+		if (!every && !READ_ONCE(llc_queued[l & (MAX_LLCS - 1)].n))
 			continue;
 		(*tried)++;
 		if (steal_move(e, l))

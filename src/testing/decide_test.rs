@@ -595,8 +595,9 @@ fn steal(
     let bss = skel.maps.bss_data.as_mut().expect("bss mmapped");
     bss.steal_dsq_nr = [0; MAX_LLCS];
     bss.steal_dsq_nr[..dsq.len()].copy_from_slice(dsq);
-    bss.llc_queued = [0; MAX_LLCS];
-    bss.llc_queued[..queued.len()].copy_from_slice(queued);
+    for (l, c) in bss.llc_queued.iter_mut().enumerate() {
+        c.n = queued.get(l).copied().unwrap_or(0);
+    }
     bss.steal_uncounted = uncounted as u32;
     io(skel).llc = llc as i32;
     io(skel).out_cpu = -99;
@@ -709,7 +710,15 @@ fn decide_steal_queued_counts() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
     let counts = |skel: &mut SisTestSkel<'_>| {
-        let q = skel.maps.bss_data.as_ref().unwrap().llc_queued;
+        let q: Vec<u64> = skel
+            .maps
+            .bss_data
+            .as_ref()
+            .unwrap()
+            .llc_queued
+            .iter()
+            .map(|c| c.n)
+            .collect();
         let rest: Vec<(usize, u64)> = q
             .iter()
             .copied()
@@ -727,7 +736,9 @@ fn decide_steal_queued_counts() {
         run!(skel, test_queued);
         io(skel).desched
     };
-    skel.maps.bss_data.as_mut().unwrap().llc_queued = [0; MAX_LLCS];
+    for c in skel.maps.bss_data.as_mut().unwrap().llc_queued.iter_mut() {
+        c.n = 0;
+    }
     skel.maps.bss_data.as_mut().unwrap().steal_uncounted = 0;
     let a = op(&mut skel, 0, 1, 0);
     assert_eq!((a, counts(&mut skel)), (2, (0, 1, 0)));

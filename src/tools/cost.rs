@@ -1072,6 +1072,56 @@ mod tests {
         }
     }
 
+    /// wake_allowed (ctx.bpf.h, timed here): a task allowed everywhere (its weight is the
+    /// possible CPUs') gets the possible mask kept at ops.init without its own being read;
+    /// any other task its own mask, word by word, nothing past nr_cpu_ids.
+    #[test]
+    fn wake_allowed_copies_only_restricted_masks() {
+        let words = |cpus: &[usize]| {
+            let mut w = [0u64; bi::sis_consts_MAX_CPUS as usize / 64];
+            for &c in cpus {
+                w[c / 64] |= 1 << (c % 64);
+            }
+            w
+        };
+        let mut obj = MaybeUninit::uninit();
+        let mut bpf = CostBpf::load(&mut obj).unwrap();
+        let possible = words(&(0..8).collect::<Vec<_>>());
+        let bss = bpf.skel.maps.bss_data.as_mut().unwrap();
+        bss.possible_cpus = possible;
+        bss.nr_possible_cpus = 8;
+        bss.topo.nr_cpu_ids = 8;
+        // (cpus_ptr, nr_cpus_allowed, the words the wake-up must get)
+        for (mask, weight, want) in [
+            // allowed everywhere: the kept mask, whatever cpus_ptr holds (it is not read)
+            (words(&[0]), 8, possible),
+            // restricted: its own mask
+            (words(&[1, 2]), 2, words(&[1, 2])),
+            (
+                words(&[0, 1, 2, 3, 4, 5, 6]),
+                7,
+                words(&[0, 1, 2, 3, 4, 5, 6]),
+            ),
+            // bits past nr_cpu_ids (8 CPUs: word 0 only) are not copied
+            (words(&[3, 100, 300]), 3, words(&[3])),
+        ] {
+            let bss = bpf.skel.maps.bss_data.as_mut().unwrap();
+            bss.wa_mask = mask;
+            bss.wa_weight = weight;
+            bss.wa_out = [u64::MAX; bi::sis_consts_MAX_CPUS as usize / 64];
+            let ret = bpf
+                .skel
+                .progs
+                .wake_allowed_test
+                .test_run(ProgramInput::default())
+                .unwrap()
+                .return_value;
+            assert_eq!(ret, 0);
+            let got = bpf.skel.maps.bss_data.as_ref().unwrap().wa_out;
+            assert_eq!(got, want, "weight {weight}");
+        }
+    }
+
     /// --contention: each mode updates the words it names (one shared word from every
     /// thread, a word per CPU packed or a line apart), every update counted once.
     #[test]
@@ -1082,7 +1132,7 @@ mod tests {
         let mut obj = MaybeUninit::uninit();
         let mut bpf = CostBpf::load(&mut obj).unwrap();
         let fd = bpf.skel.progs.contention.as_fd().as_raw_fd();
-        for mode in 0..CONT_MODES.len() {
+        for (mode, name) in CONT_MODES.iter().enumerate() {
             bpf.skel.maps.bss_data.as_mut().unwrap().cont_words.fill(0);
             contention_run(&mut bpf, fd, mode as u32, &cpus[..t], 4096).unwrap();
             let w = &bpf.skel.maps.bss_data.as_ref().unwrap().cont_words;
@@ -1094,7 +1144,7 @@ mod tests {
                     _ => want[c * 8] += 4096,
                 }
             }
-            assert!(w.iter().eq(want.iter()), "mode {}", CONT_MODES[mode]);
+            assert!(w.iter().eq(want.iter()), "mode {name}");
         }
     }
 

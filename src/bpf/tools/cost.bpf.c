@@ -337,3 +337,19 @@ int contention(void *ctx)
 	cont_t0[cpu] = t0;
 	return 0;
 }
+
+/*
+ * wake_allowed (ctx.bpf.h), for the host test: p->cpus_ptr is wa_mask,
+ * p->nr_cpus_allowed wa_weight, possible_cpus / nr_possible_cpus as the test
+ * sets them (the scheduler's ops.init); the wake-up's words into wa_out.
+ */
+u64 wa_mask[MAX_CPUS / 64], wa_out[MAX_CPUS / 64];
+u32 wa_weight;
+
+SEC("syscall")
+int wake_allowed_test(void *ctx)
+{
+	wake_allowed(&cost_ctx, (const struct cpumask *)wa_mask, wa_weight);
+	__builtin_memcpy(wa_out, cost_ctx.allowed, sizeof(wa_out));
+	return 0;
+}
