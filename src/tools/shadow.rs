@@ -293,6 +293,34 @@ fn kallsyms_ranges(names: &[&str]) -> Option<Vec<(u64, u64)>> {
         .collect()
 }
 
+/// Run a short sleeper pinned to each CPU, so that every CPU passes sched_switch and the
+/// tracepoints learn its runqueue (shadow.bpf.c's learn_this_rq()) before the recording:
+/// a CPU kept busy by one task would otherwise not switch for a while, and the wake-ups
+/// that read it would be dropped (`rq_not_learned`).
+fn warm_up_cpus(nr: usize) {
+    let threads: Vec<_> = (0..nr.min(MAX_CPUS))
+        .map(|cpu| {
+            std::thread::spawn(move || {
+                // SAFETY: a zeroed cpu_set_t with one bit set, for this thread only
+                unsafe {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu, &mut set);
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+                    {
+                        return; // an offline CPU
+                    }
+                }
+                for _ in 0..3 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
 /// What one recording gave.
 struct Recording {
     recs: Vec<Rec>,
@@ -356,6 +384,21 @@ fn record(
             errs.push(format!("{mode}: attach: {e}"));
             continue;
         }
+        // rq_not_learned counts from the end of the warm-up (SHADOW_RQ_MISMATCH = 9)
+        let mut unlearned_warm_up = 0u64;
+        if tp {
+            warm_up_cpus(topo.nr_cpu_ids as usize);
+            if let Ok(Some(vals)) = skel
+                .maps
+                .counters
+                .lookup_percpu(&9u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+            {
+                unlearned_warm_up = vals
+                    .iter()
+                    .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+                    .sum();
+            }
+        }
         let kept = Rc::new(RefCell::new(Vec::<Rec>::new()));
         let lost = Rc::new(RefCell::new(0u64));
         let not_kept = Rc::new(RefCell::new(0u64));
@@ -402,7 +445,10 @@ fn record(
         let failed = count(1)?; // SHADOW_OUT_FAILED
         let mut skipped = BTreeMap::new();
         for (i, name) in TP_SKIPS {
-            let n = count(i)?;
+            let mut n = count(i)?;
+            if i == 9 {
+                n = n.saturating_sub(unlearned_warm_up);
+            }
             if n > 0 || tp {
                 skipped.insert(name.to_string(), n);
             }
