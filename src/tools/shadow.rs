@@ -151,6 +151,10 @@ pub struct Report {
     /// tracepoint: wake-ups seen and not recorded, by why (no select_task_rq_fair() call, or
     /// one that cannot be told apart; a runqueue not reached)
     pub not_recorded: BTreeMap<String, u64>,
+    /// WF_SYNC from the call stack (the tracepoints' source of it), checked against
+    /// wake_flags where they are read (fentry, kprobe): calls where the two agree, differ
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync_from_stack: Option<SyncCheck>,
     /// compared wake-ups whose snapshot had an idle allowed CPU in the LLCs read, %
     pub idle_available_pct: f64,
     pub agreed: u64,
@@ -160,6 +164,12 @@ pub struct Report {
     /// --mutate-scan-start: the wrong port on the same records
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mutant: Option<Mutant>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct SyncCheck {
+    pub agree: u64,
+    pub differ: u64,
 }
 
 #[derive(Serialize, Debug, Clone)]
@@ -242,6 +252,75 @@ fn infer_hz(recs: &[Rec]) -> Option<u64> {
         .min_by(|x, y| (*x as f64 - hz).abs().total_cmp(&(*y as f64 - hz).abs()))
 }
 
+/// The kernel functions whose frames on a wake-up's stack mean WF_SYNC (shadow.bpf.c's
+/// sync_fn_lo/hi): kernel/sched/wait.c's wakers that pass it.
+const SYNC_FNS: [&str; 2] = ["__wake_up_sync_key", "__wake_up_locked_sync_key"];
+
+/// [start, end) of each of `names` in /proc/kallsyms text (end: the next symbol's address);
+/// None when one is missing or the addresses are hidden (kptr_restrict: all zero).
+fn kallsyms_ranges(names: &[&str]) -> Option<Vec<(u64, u64)>> {
+    let text = std::fs::read_to_string("/proc/kallsyms").ok()?;
+    let mut addrs: Vec<u64> = vec![];
+    let mut found = vec![0u64; names.len()];
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        let (Some(a), Some(t), Some(n)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
+        if !matches!(t, "T" | "t") {
+            continue;
+        }
+        let Ok(a) = u64::from_str_radix(a, 16) else {
+            continue;
+        };
+        addrs.push(a);
+        if it.next().is_none() {
+            if let Some(i) = names.iter().position(|x| *x == n) {
+                found[i] = a;
+            }
+        }
+    }
+    addrs.sort_unstable();
+    found
+        .iter()
+        .map(|&a| {
+            if a == 0 {
+                return None;
+            }
+            let i = addrs.partition_point(|&x| x <= a);
+            addrs.get(i).map(|&end| (a, end))
+        })
+        .collect()
+}
+
+/// Run a short sleeper pinned to each CPU, so that every CPU passes sched_switch and the
+/// tracepoints learn its runqueue (shadow.bpf.c's learn_this_rq()) before the recording:
+/// a CPU kept busy by one task would otherwise not switch for a while, and the wake-ups
+/// that read it would be dropped (`rq_not_learned`).
+fn warm_up_cpus(nr: usize) {
+    let threads: Vec<_> = (0..nr.min(MAX_CPUS))
+        .map(|cpu| {
+            std::thread::spawn(move || {
+                // SAFETY: a zeroed cpu_set_t with one bit set, for this thread only
+                unsafe {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu, &mut set);
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+                    {
+                        return; // an offline CPU
+                    }
+                }
+                for _ in 0..3 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
 /// What one recording gave.
 struct Recording {
     recs: Vec<Rec>,
@@ -250,6 +329,8 @@ struct Recording {
     not_kept: u64,
     /// tracepoints: wake-ups seen and not output, by why (TP_SKIPS); also rq_unreachable
     skipped: BTreeMap<String, u64>,
+    /// fentry/kprobe: WF_SYNC from the call stack against wake_flags (agree, differ)
+    sync_check: Option<(u64, u64)>,
 }
 
 /// Record the kernel's decisions for `secs` (or until `stop`), with the first of `modes`
@@ -283,6 +364,12 @@ fn record(
         let ro = open.maps.rodata_data.as_mut().context("no rodata")?;
         // SAFETY: both are intf.h's struct sis_topo
         unsafe { copy_same_c_type(topo, &mut ro.topo) };
+        if let Some(r) = kallsyms_ranges(&SYNC_FNS) {
+            for (i, (lo, hi)) in r.into_iter().enumerate() {
+                ro.sync_fn_lo[i] = lo;
+                ro.sync_fn_hi[i] = hi;
+            }
+        }
         let mode = mode.name();
         let mut skel = match open.load() {
             Ok(s) => s,
@@ -296,6 +383,21 @@ fn record(
             log::info!("shadow: {mode} refused at attach ({e})");
             errs.push(format!("{mode}: attach: {e}"));
             continue;
+        }
+        // rq_not_learned counts from the end of the warm-up (SHADOW_RQ_MISMATCH = 9)
+        let mut unlearned_warm_up = 0u64;
+        if tp {
+            warm_up_cpus(topo.nr_cpu_ids as usize);
+            if let Ok(Some(vals)) = skel
+                .maps
+                .counters
+                .lookup_percpu(&9u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+            {
+                unlearned_warm_up = vals
+                    .iter()
+                    .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+                    .sum();
+            }
         }
         let kept = Rc::new(RefCell::new(Vec::<Rec>::new()));
         let lost = Rc::new(RefCell::new(0u64));
@@ -343,7 +445,10 @@ fn record(
         let failed = count(1)?; // SHADOW_OUT_FAILED
         let mut skipped = BTreeMap::new();
         for (i, name) in TP_SKIPS {
-            let n = count(i)?;
+            let mut n = count(i)?;
+            if i == 9 {
+                n = n.saturating_sub(unlearned_warm_up);
+            }
             if n > 0 || tp {
                 skipped.insert(name.to_string(), n);
             }
@@ -351,12 +456,19 @@ fn record(
         let dropped = *lost.borrow() + failed;
         let recs = kept.borrow().clone();
         let not_kept = *not_kept.borrow();
+        // SHADOW_SYNC_INFER_OK, _BAD
+        let sync_check = if tp {
+            None
+        } else {
+            Some((count(10)?, count(11)?))
+        };
         return Ok(Recording {
             recs,
             attach: mode,
             dropped,
             not_kept,
             skipped,
+            sync_check,
         });
     }
     bail!(
@@ -832,6 +944,12 @@ fn print_table(rep: &Report) {
     if !rep.not_recorded.is_empty() {
         println!("not recorded (tracepoint): {:?}", rep.not_recorded);
     }
+    if let Some(s) = &rep.sync_from_stack {
+        println!(
+            "WF_SYNC from the call stack: agrees with wake_flags {} times, differs {}",
+            s.agree, s.differ
+        );
+    }
     if !rep.undecided.is_empty() {
         println!(
             "undecided (an unreadable input decides the port's CPU): {:?}",
@@ -913,6 +1031,7 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         dropped,
         not_kept,
         skipped,
+        sync_check,
     } = record(&topo, opts.duration, &modes, stop)?;
     let duration_s = started.elapsed().as_secs_f64();
     // the kernel's HZ (record_wakee's decay period); 250 when the run is too short to tell
@@ -945,6 +1064,7 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         excluded_current_cpu: a.current_cpu,
         undecided: a.undecided,
         not_recorded: skipped,
+        sync_from_stack: sync_check.map(|(agree, differ)| SyncCheck { agree, differ }),
         idle_available_pct: pct(a.idle_available, a.compared),
         agreed: a.agreed,
         agreement_pct: pct(a.agreed, a.compared),
@@ -1176,27 +1296,31 @@ mod tests {
     }
 
     /// The tracepoint attachment on this host (root, tp_btf; no sched_ext attached): two
-    /// threads that wake each other over channels while it records for 1 s. Every record
-    /// must name CPUs of this machine and the tracer must have learned every CPU's rq.
+    /// threads that wake each other over a unix socket pair (sock_def_readable() wakes with
+    /// WF_SYNC, through __wake_up_sync_key()) while it records for 1 s. Every record must
+    /// name CPUs of this machine, the tracer must have learned every CPU's rq, and WF_SYNC
+    /// must have been read from the call stack, sync for many of them.
     #[test]
     fn shadow_tracepoint_records_this_host() {
-        use std::sync::mpsc::channel;
+        use std::io::{Read, Write};
+        use std::os::unix::net::UnixStream;
         let t = scx_utils::Topology::new().unwrap();
         let topo = TopoDesc::from_scx(&t).build().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let (tx1, rx1) = channel::<u32>();
-        let (tx2, rx2) = channel::<u32>();
+        let (mut x, mut y) = UnixStream::pair().unwrap();
         let s2 = stop.clone();
         let a = std::thread::spawn(move || {
+            let mut buf = [0u8; 1];
             while !s2.load(Ordering::Relaxed) {
-                if tx1.send(1).is_err() || rx2.recv().is_err() {
+                if x.write_all(&[1]).is_err() || x.read_exact(&mut buf).is_err() {
                     break;
                 }
             }
         });
         let b = std::thread::spawn(move || {
-            while let Ok(v) = rx1.recv() {
-                if tx2.send(v).is_err() {
+            let mut buf = [0u8; 1];
+            while y.read_exact(&mut buf).is_ok() {
+                if y.write_all(&buf).is_err() {
                     break;
                 }
             }
@@ -1222,14 +1346,20 @@ mod tests {
             );
             assert_eq!(
                 r.unknown & UNK_SYNC,
-                UNK_SYNC,
-                "WF_SYNC is not readable there"
+                0,
+                "WF_SYNC not read from the stack: {r:?}"
             );
             assert!(
                 bit(&r.allowed, r.chosen),
                 "the kernel's CPU is not allowed: {r:?}"
             );
         }
+        let sync = rec.recs.iter().filter(|r| r.sync != 0).count();
+        assert!(
+            sync * 4 >= rec.recs.len(),
+            "only {sync} of {} wake-ups read as WF_SYNC under a unix socket ping-pong",
+            rec.recs.len()
+        );
         // each CPU's rq is learned at its first sched_switch: a few records at most are lost
         let unlearned = rec.skipped["rq_not_learned"];
         assert!(

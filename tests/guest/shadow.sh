@@ -58,6 +58,11 @@ for mode in "${modes[@]}"; do
   done
   figure "${mode}_undecided" "$(jq -r '[.undecided[]] | add // 0' "$j")"
   info "$mode not recorded: $(jq -c .not_recorded "$j")"
+  if [ "$mode" != tracepoint ]; then
+    # WF_SYNC from the call stack (the tracepoints' source) against wake_flags
+    figure "${mode}_sync_stack_agree" "$(jq -r '.sync_from_stack.agree // 0' "$j")"
+    figure "${mode}_sync_stack_differ" "$(jq -r '.sync_from_stack.differ // 0' "$j")"
+  fi
   figure "${mode}_mutant_agreement_pct" "$(jq -r .mutant.agreement_pct "$j")"
   info "$mode disagreements: $(jq -c .disagreements "$j")"
   info "$mode mutant disagreements: $(jq -c .mutant.disagreements "$j")"

@@ -46,6 +46,17 @@ char _license[] SEC("license") = "GPL";
 /* the topology (loader, before load): which CPUs make each LLC */
 const volatile struct sis_topo topo;
 
+/*
+ * WF_SYNC from the call stack (the loader, from /proc/kallsyms; 0: not resolved): the text
+ * of __wake_up_sync_key() and __wake_up_locked_sync_key() (kernel/sched/wait.c), the
+ * wait-queue wakers that pass WF_SYNC (pipes, unix and inet sockets, __wake_up_parent()
+ * through them). A return address inside one of them on the stack of the wake-up: sync.
+ * fentry and kprobe, which read wake_flags, count how often this agrees with it.
+ */
+#define SHADOW_SYNC_FNS		2
+#define SHADOW_STACK_DEPTH	32
+const volatile u64 sync_fn_lo[SHADOW_SYNC_FNS], sync_fn_hi[SHADOW_SYNC_FNS];
+
 /* One wake-up; field order is the record's ABI with src/tools/shadow.rs (through the skeleton). */
 struct shadow_rec {
 	u64 jiffies;
@@ -83,7 +94,7 @@ struct shadow_rec {
 	u32 unknown;		/* SHADOW_UNK_*: inputs the attachment cannot read */
 	u32 on_cpu;		/* tracepoints: p->on_cpu at sched_waking */
 	u32 this_nr_delayed;	/* cfs_h_nr_delayed(this_rq) */
-	u32 __pad;
+	s32 stack_sync;		/* WF_SYNC inferred from the call stack; -1 not read */
 };
 
 /* shadow_rec.unknown: inputs the tracepoints cannot read (src/tools/shadow.rs replays both values) */
@@ -98,6 +109,7 @@ struct shadow_slot {
 	u64 p;			/* the task of the call in progress, 0 none */
 	u32 migrated;		/* tracepoints: sched_migrate_task(p) seen since sched_waking */
 	u32 bad;		/* a runqueue could not be reached: not output */
+	u64 stack[SHADOW_STACK_DEPTH];	/* bpf_get_stack() scratch */
 };
 
 struct {
@@ -125,6 +137,8 @@ enum shadow_cnt {
 	SHADOW_TP_AMBIGUOUS,	/* p->on_cpu at sched_waking, no migration, wakelist: either path */
 	SHADOW_TP_NESTED,	/* a sched_waking before the previous one closed (that one lost) */
 	SHADOW_RQ_MISMATCH,	/* tracepoints: a CPU's rq not learned yet, or rq->cpu != cpu */
+	SHADOW_SYNC_INFER_OK,	/* fentry/kprobe: the stack's WF_SYNC == wake_flags' */
+	SHADOW_SYNC_INFER_BAD,	/* fentry/kprobe: they differ */
 	SHADOW_NR_CNT,
 };
 
@@ -393,12 +407,37 @@ static u64 task_h_load(struct task_struct *p, u64 now)
 	return load * h / (cfs_load(cfs[0]) + 1);
 }
 
+/* WF_SYNC from the call stack: 1, 0, or -1 (not resolved, or no stack) */
+static __always_inline s32 stack_sync(void *ctx, struct shadow_slot *s)
+{
+	long n;
+	u32 i, k;
+
+	if (!sync_fn_lo[0])
+		return -1;
+	n = bpf_get_stack(ctx, s->stack, sizeof(s->stack), 0);
+	if (n <= 0)
+		return -1;
+	n /= sizeof(u64);
+	bpf_for(i, 0, SHADOW_STACK_DEPTH) {
+		u64 ip;
+
+		if (i >= n)
+			break;
+		ip = s->stack[i & (SHADOW_STACK_DEPTH - 1)];
+		for (k = 0; k < SHADOW_SYNC_FNS; k++)
+			if (sync_fn_lo[k] && ip >= sync_fn_lo[k] && ip < sync_fn_hi[k])
+				return 1;
+	}
+	return 0;
+}
+
 /*
  * The snapshot. @tp: a tracepoint (no per-CPU data symbol: cpu_rq() as learned by each
  * CPU, WF_SYNC and in_task() unknown, so task_h_load(current) is always read).
  */
-static __always_inline int on_entry(struct task_struct *p, s32 prev, u32 wake_flags,
-				    const bool tp)
+static __always_inline int on_entry(void *ctx, struct task_struct *p, s32 prev,
+				    u32 wake_flags, const bool tp)
 {
 	u32 zero = 0, i, words;
 	struct shadow_slot *s = bpf_map_lookup_elem(&slots, &zero);
@@ -435,6 +474,15 @@ static __always_inline int on_entry(struct task_struct *p, s32 prev, u32 wake_fl
 		r->unknown = SHADOW_UNK_SYNC | (kthread ? SHADOW_UNK_IN_TASK : 0);
 	} else {
 		r->pcpu_kthread = kthread && shadow_in_task();
+	}
+	r->stack_sync = stack_sync(ctx, s);
+	if (tp && r->stack_sync >= 0) {
+		wake_flags |= r->stack_sync ? 0x10 : 0;
+		r->wake_flags = wake_flags;
+		r->unknown &= ~SHADOW_UNK_SYNC;
+	} else if (!tp && r->stack_sync >= 0) {
+		cnt_inc(r->stack_sync == !!(wake_flags & 0x10) ? SHADOW_SYNC_INFER_OK :
+								  SHADOW_SYNC_INFER_BAD);
 	}
 	r->sync = (wake_flags & 0x10) && !(cur_flags & SHADOW_PF_EXITING);
 	r->last_wakee_is_p = BPF_CORE_READ(cur, last_wakee) == p;
@@ -515,7 +563,7 @@ static __always_inline int on_exit(void *ctx, s32 ret, const bool tp, s32 chosen
 SEC("fentry/select_task_rq_fair")
 int BPF_PROG(shadow_fentry, struct task_struct *p, int prev_cpu, int wake_flags)
 {
-	return on_entry(p, prev_cpu, wake_flags, false);
+	return on_entry(ctx, p, prev_cpu, wake_flags, false);
 }
 
 SEC("fexit/select_task_rq_fair")
@@ -527,7 +575,7 @@ int BPF_PROG(shadow_fexit, struct task_struct *p, int prev_cpu, int wake_flags, 
 SEC("kprobe/select_task_rq_fair")
 int BPF_KPROBE(shadow_kprobe, struct task_struct *p, int prev_cpu, int wake_flags)
 {
-	return on_entry(p, prev_cpu, wake_flags, false);
+	return on_entry(ctx, p, prev_cpu, wake_flags, false);
 }
 
 SEC("kretprobe/select_task_rq_fair")
@@ -587,7 +635,7 @@ int BPF_PROG(shadow_waking, struct task_struct *p)
 		cnt_inc(SHADOW_TP_NO_SELECT);
 		return 0;
 	}
-	on_entry(p, BPF_CORE_READ(p, wake_cpu), SHADOW_WF_TTWU, true);
+	on_entry(ctx, p, BPF_CORE_READ(p, wake_cpu), SHADOW_WF_TTWU, true);
 	s->rec.on_cpu = BPF_CORE_READ(p, on_cpu);
 	return 0;
 }
