@@ -791,24 +791,29 @@ struct Lines {
 unsafe impl Send for Lines {}
 
 impl Lines {
-    /// What BPF writes between two intervals: each CPU's idle time (idle.bpf.h: the
-    /// closed periods in idle_ns, an open one in idle_start) and each LLC's has_idle_cores.
+    /// What BPF writes between two intervals, with idle.bpf.h's instructions: each CPU's
+    /// open idle period closed (idle_exit: cmpxchg of idle_start to 0), its closed periods
+    /// added to idle_ns (the atomic add), a new period opened on a quarter of them
+    /// (idle_enter: a plain write); each LLC's has_idle_cores written.
     fn write_as_bpf(&self, seed: &mut u64, now: u64, interval_ns: u64) {
+        use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
         for cpu in 0..self.nr_cpus {
             *seed = seed
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            // SAFETY: cpu < nr_cpus, the slice's length; see Lines
+            // SAFETY: cpu < nr_cpus, the slice's length; the words are 8-aligned; see Lines
             unsafe {
                 let cc = self.cpu.add(cpu);
-                let ns = std::ptr::read_volatile(&(*cc).idle_ns);
-                std::ptr::write_volatile(&mut (*cc).idle_ns, ns + (*seed >> 33) % interval_ns);
-                let start = if (*seed >> 20) & 3 == 0 {
-                    now - (*seed >> 40) % interval_ns
-                } else {
-                    0
-                };
-                std::ptr::write_volatile(&mut (*cc).idle_start, start);
+                let start = AtomicU64::from_ptr(std::ptr::addr_of_mut!((*cc).idle_start));
+                let ns = AtomicU64::from_ptr(std::ptr::addr_of_mut!((*cc).idle_ns));
+                let open = start.load(SeqCst);
+                if open != 0 {
+                    let _ = start.compare_exchange(open, 0, SeqCst, SeqCst);
+                }
+                ns.fetch_add((*seed >> 33) % interval_ns, SeqCst);
+                if (*seed >> 20) & 3 == 0 {
+                    start.store(now - (*seed >> 40) % interval_ns, std::sync::atomic::Ordering::Relaxed);
+                }
             }
         }
         for l in 0..self.nr_llcs {
