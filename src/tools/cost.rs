@@ -10,7 +10,9 @@
 //!
 //! The loader: the scheduler's own per-interval update (scheduler.rs UtilUpdate: every CPU's
 //! busy time, the util filter, SIS_UTIL's depth, the writes, the feature word) against the
-//! .bss and the feature map of the same object, on a synthetic 256-CPU topology.
+//! .bss and the feature map of the same object, on a synthetic 256-CPU topology: with the
+//! lines last written by the timing thread (hot), and by a thread on another CPU as BPF
+//! writes them, then after the scheduler's wait, whose wake-up is timed apart.
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -63,7 +65,7 @@ pub struct CostOpts {
     #[arg(long, value_delimiter = ',')]
     pub policies: Vec<String>,
     /// Timed runs per case (one BPF_PROG_TEST_RUN each, after one untimed warm-up run), each
-    /// with its own random choice of the busy CPUs; median and spread are over them (1..=1000). With --loader: 300 intervals per run
+    /// with its own random choice of the busy CPUs; median and spread are over them (1..=1000). With --loader: 300 hot and 50 cross-CPU intervals per run
     #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub runs: u32,
     /// Placements per run (100..=8388608)
@@ -87,7 +89,9 @@ pub struct CostOpts {
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Measure the loader's per-interval work instead (a synthetic topology of --loader-cpus
-    /// CPUs in LLCs of --loader-llc): µs per interval and % of one CPU at --interval-ms
+    /// CPUs in LLCs of --loader-llc; needs two CPUs): µs per interval with the lines last
+    /// written by itself (hot) and by a thread on another CPU, the wait's wake-up, and % of
+    /// one CPU at --interval-ms
     #[arg(long)]
     pub loader: bool,
     /// --loader: CPUs (1..=512)
