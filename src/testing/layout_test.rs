@@ -235,6 +235,10 @@ fn loader_writes_sit_off_bpf_lines() {
     ];
     let util_sum = line(offset_of!(llc_ctx, util_sum));
     for (name, off) in wake_llc {
-        assert_ne!(line(off), util_sum, "llc_ctx.util_sum shares a line with {name}");
+        assert_ne!(
+            line(off),
+            util_sum,
+            "llc_ctx.util_sum shares a line with {name}"
+        );
     }
 }

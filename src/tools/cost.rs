@@ -816,7 +816,10 @@ impl Lines {
                 }
                 ns.fetch_add((*seed >> 33) % interval_ns, SeqCst);
                 if (*seed >> 20) & 3 == 0 {
-                    start.store(now - (*seed >> 40) % interval_ns, std::sync::atomic::Ordering::Relaxed);
+                    start.store(
+                        now - (*seed >> 40) % interval_ns,
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
                 }
             }
         }
@@ -838,7 +841,10 @@ fn set_affinity(cpus: &[usize]) -> Result<()> {
         unsafe { libc::CPU_SET(cpu, &mut set) };
     }
     if unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) } != 0 {
-        bail!("pinning to CPUs {cpus:?}: {}", std::io::Error::last_os_error());
+        bail!(
+            "pinning to CPUs {cpus:?}: {}",
+            std::io::Error::last_os_error()
+        );
     }
     Ok(())
 }
@@ -851,11 +857,7 @@ fn pin_to(cpu: usize) -> Result<()> {
 /// Median, p25 and p75 of `v` (sorted here).
 fn spread(v: &mut [f64]) -> (f64, f64, f64) {
     v.sort_by(|a, b| a.total_cmp(b));
-    (
-        percentile(v, 0.5),
-        percentile(v, 0.25),
-        percentile(v, 0.75),
-    )
+    (percentile(v, 0.5), percentile(v, 0.25), percentile(v, 0.75))
 }
 
 /// The loader's per-interval work, UtilUpdate on the cost object's .bss, two ways, on a
@@ -1343,7 +1345,10 @@ mod tests {
                 "{name}: {v:?}"
             );
         }
-        assert!(r.total_us >= r.wake_us && r.total_us >= r.us_per_interval, "{r:?}");
+        assert!(
+            r.total_us >= r.wake_us && r.total_us >= r.us_per_interval,
+            "{r:?}"
+        );
         assert!((r.cpu_pct - r.us_per_interval / 10.0).abs() < 1e-9, "{r:?}");
         assert!(r.total_pct >= r.cpu_pct, "{r:?}");
     }
