@@ -228,9 +228,14 @@ struct llc_ctx {
 } __attribute__((aligned(64)));
 
 /*
- * Per-CPU state, written only on (or for) that CPU. The SIS_PROP fields are
- * the runqueue's (rq->avg_idle, ...) and this CPU's copy of its LLC domain
+ * Per-CPU state, two cache lines. The first is written only on (or for) that
+ * CPU, at its idle transitions (idle_ns, idle_start), wake-ups (SIS_PROP)
+ * and switches (last_pid). The SIS_PROP fields are the runqueue's
+ * (rq->avg_idle, ...) and this CPU's copy of its LLC domain
  * (per_cpu(sd_llc)->avg_scan_cost): each CPU has its own sched_domain struct.
+ * The second is the loader's, rewritten every interval (util, which
+ * wake_affine_weight reads), so that its writes do not invalidate the first
+ * line under the CPU's next idle transition.
  */
 struct cpu_ctx {
 	u64 idle_ns;		/* total time idle, ns (busy time = elapsed - this) */
@@ -238,12 +243,12 @@ struct cpu_ctx {
 	u64 avg_idle;		/* SIS_PROP: rq->avg_idle */
 	u64 wake_avg_idle;	/* SIS_PROP: rq->wake_avg_idle */
 	u64 wake_stamp;		/* SIS_PROP: rq->wake_stamp (jiffies) */
-	u64 util;		/* loader's PELT-like util (0..1024): cpu_load() */
+	u64 avg_scan_cost;	/* SIS_PROP: per_cpu(sd_llc)->avg_scan_cost (ns) */
 	s32 last_pid;		/* last task that ran here */
 	u32 nr_queued;		/* tasks we inserted to its local DSQ not yet running */
 	u64 max_idle_balance_cost; /* SIS_PROP: rq->max_idle_balance_cost (ns) */
-	u64 avg_scan_cost;	/* SIS_PROP: per_cpu(sd_llc)->avg_scan_cost (ns) */
-	u64 __pad[6];
+	u64 util;		/* loader's PELT-like util (0..1024): cpu_load() */
+	u64 __pad[7];
 } __attribute__((aligned(64)));
 
 /*

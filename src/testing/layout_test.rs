@@ -191,3 +191,54 @@ fn the_layout_scan_sees_imports_not_comments() {
         Vec::<String>::new()
     );
 }
+
+/// The 64-byte line of `off` in a struct aligned to 64 (intf.h's aligned(64)).
+fn line(off: usize) -> usize {
+    off / 64
+}
+
+/// What the loader rewrites every interval sits on a line of its own, apart from what
+/// BPF writes on the CPU's own events (cpu_ctx: idle transitions, wake-ups, switches) and
+/// from what every wake-up reads (llc_ctx's first line): a loader write invalidates only
+/// its own line. Each struct stays two lines.
+#[test]
+fn loader_writes_sit_off_bpf_lines() {
+    use crate::bpf_intf::{cpu_ctx, llc_ctx};
+    use std::mem::{align_of, offset_of, size_of};
+    assert_eq!((size_of::<cpu_ctx>(), align_of::<cpu_ctx>()), (128, 64));
+    assert_eq!((size_of::<llc_ctx>(), align_of::<llc_ctx>()), (128, 64));
+    let bpf_cpu = [
+        ("idle_ns", offset_of!(cpu_ctx, idle_ns)),
+        ("idle_start", offset_of!(cpu_ctx, idle_start)),
+        ("avg_idle", offset_of!(cpu_ctx, avg_idle)),
+        ("wake_avg_idle", offset_of!(cpu_ctx, wake_avg_idle)),
+        ("wake_stamp", offset_of!(cpu_ctx, wake_stamp)),
+        ("avg_scan_cost", offset_of!(cpu_ctx, avg_scan_cost)),
+        ("last_pid", offset_of!(cpu_ctx, last_pid)),
+        ("nr_queued", offset_of!(cpu_ctx, nr_queued)),
+    ];
+    let sharing = |util: usize| -> Vec<&str> {
+        bpf_cpu
+            .iter()
+            .filter(|(_, off)| line(*off) == line(util))
+            .map(|(name, _)| *name)
+            .collect()
+    };
+    let none: Vec<&str> = vec![];
+    assert_eq!(sharing(offset_of!(cpu_ctx, util)), none, "cpu_ctx.util");
+    // the check sees the layout before issue #26 (util at byte 40, after wake_stamp)
+    assert_eq!(sharing(40)[..2], ["idle_ns", "idle_start"]);
+    let wake_llc = [
+        ("nr_idle_scan", offset_of!(llc_ctx, nr_idle_scan)),
+        ("has_idle_cores", offset_of!(llc_ctx, has_idle_cores)),
+        ("weight", offset_of!(llc_ctx, weight)),
+    ];
+    let util_sum = line(offset_of!(llc_ctx, util_sum));
+    for (name, off) in wake_llc {
+        assert_ne!(
+            line(off),
+            util_sum,
+            "llc_ctx.util_sum shares a line with {name}"
+        );
+    }
+}

@@ -10,7 +10,9 @@
 //!
 //! The loader: the scheduler's own per-interval update (scheduler.rs UtilUpdate: every CPU's
 //! busy time, the util filter, SIS_UTIL's depth, the writes, the feature word) against the
-//! .bss and the feature map of the same object, on a synthetic 256-CPU topology.
+//! .bss and the feature map of the same object, on a synthetic 256-CPU topology: with the
+//! lines last written by the timing thread (hot), and by a thread on another CPU as BPF
+//! writes them, then after the scheduler's wait, whose wake-up is timed apart.
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -63,7 +65,7 @@ pub struct CostOpts {
     #[arg(long, value_delimiter = ',')]
     pub policies: Vec<String>,
     /// Timed runs per case (one BPF_PROG_TEST_RUN each, after one untimed warm-up run), each
-    /// with its own random choice of the busy CPUs; median and spread are over them (1..=1000). With --loader: 300 intervals per run
+    /// with its own random choice of the busy CPUs; median and spread are over them (1..=1000). With --loader: 300 hot and 50 cross-CPU intervals per run
     #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub runs: u32,
     /// Placements per run (100..=8388608)
@@ -87,7 +89,9 @@ pub struct CostOpts {
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Measure the loader's per-interval work instead (a synthetic topology of --loader-cpus
-    /// CPUs in LLCs of --loader-llc): µs per interval and % of one CPU at --interval-ms
+    /// CPUs in LLCs of --loader-llc; needs two CPUs): µs per interval with the lines last
+    /// written by itself (hot) and by a thread on another CPU, the wait's wake-up, and % of
+    /// one CPU at --interval-ms
     #[arg(long)]
     pub loader: bool,
     /// --loader: CPUs (1..=512)
@@ -741,14 +745,127 @@ fn kernel_release() -> String {
 pub struct LoaderRow {
     pub cpus: u32,
     pub llc_weight: u32,
+    pub interval_ms: u64,
+    /// the CPU the timing (loader) thread is pinned to, and the writer thread's
+    pub loader_cpu: usize,
+    pub writer_cpu: usize,
+    /// hot: the update alone, every line last written by the timing thread itself just
+    /// before (what --loader measured before issue #26)
+    pub hot_intervals: u32,
+    pub hot_us: f64,
+    pub hot_p25: f64,
+    pub hot_p75: f64,
+    /// the update alone, the per-CPU and per-LLC lines last written by the writer thread
+    /// on writer_cpu (as BPF writes them between two intervals), after the wait
     pub intervals: u32,
     pub us_per_interval: f64,
     pub us_p25: f64,
     pub us_p75: f64,
-    pub interval_ms: u64,
+    /// the loader thread's wake-up: from the wait's deadline (crossbeam recv_timeout, the
+    /// scheduler's own wait) to its return: timer expiry, timer slack, idle exit, switch-in
+    pub wake_us: f64,
+    pub wake_p25: f64,
+    pub wake_p75: f64,
+    /// the wait's deadline to the end of the update (wake-up + update, per interval)
+    pub total_us: f64,
+    pub total_p25: f64,
+    pub total_p75: f64,
+    /// the writer's first writes after an interval, ns per CPU (its idle_ns and idle_start,
+    /// each LLC's has_idle_cores): what BPF's next idle transitions pay for the update
+    pub bpf_ns_per_cpu: f64,
+    pub bpf_p25: f64,
+    pub bpf_p75: f64,
+    /// the update's share of one CPU at interval_ms (us_per_interval)
     pub cpu_pct: f64,
+    /// total's share (an upper bound: the wake-up's latency is not all CPU work)
+    pub total_pct: f64,
 }
 
+/// The .bss lines both threads of `measure_loader` use; one at a time (they hand over
+/// through channels, which order the accesses).
+#[derive(Clone, Copy)]
+struct Lines {
+    cpu: *mut bi::cpu_ctx,
+    llc: *mut bi::llc_ctx,
+    nr_cpus: usize,
+    nr_llcs: usize,
+}
+// SAFETY: the pointers are into the object's mmapped .bss, alive for measure_loader's
+// scope; the threads touch them in turn, never at once (see Lines)
+unsafe impl Send for Lines {}
+
+impl Lines {
+    /// What BPF writes between two intervals, with idle.bpf.h's instructions: each CPU's
+    /// open idle period closed (idle_exit: cmpxchg of idle_start to 0), its closed periods
+    /// added to idle_ns (the atomic add), a new period opened on a quarter of them
+    /// (idle_enter: a plain write); each LLC's has_idle_cores written.
+    fn write_as_bpf(&self, seed: &mut u64, now: u64, interval_ns: u64) {
+        use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+        for cpu in 0..self.nr_cpus {
+            *seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // SAFETY: cpu < nr_cpus, the slice's length; the words are 8-aligned; see Lines
+            unsafe {
+                let cc = self.cpu.add(cpu);
+                let start = AtomicU64::from_ptr(std::ptr::addr_of_mut!((*cc).idle_start));
+                let ns = AtomicU64::from_ptr(std::ptr::addr_of_mut!((*cc).idle_ns));
+                let open = start.load(SeqCst);
+                if open != 0 {
+                    let _ = start.compare_exchange(open, 0, SeqCst, SeqCst);
+                }
+                ns.fetch_add((*seed >> 33) % interval_ns, SeqCst);
+                if (*seed >> 20) & 3 == 0 {
+                    start.store(
+                        now - (*seed >> 40) % interval_ns,
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
+                }
+            }
+        }
+        for l in 0..self.nr_llcs {
+            // SAFETY: l < nr_llcs; see Lines
+            unsafe {
+                let lc = self.llc.add(l);
+                std::ptr::write_volatile(&mut (*lc).has_idle_cores, (*seed >> (l % 64)) & 1);
+            }
+        }
+    }
+}
+
+/// Let the calling thread run on `cpus` only.
+fn set_affinity(cpus: &[usize]) -> Result<()> {
+    // SAFETY: a zeroed cpu_set_t is an empty set; it holds `cpus` only
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) } != 0 {
+        bail!(
+            "pinning to CPUs {cpus:?}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(())
+}
+
+/// Pin the calling thread to `cpu`.
+fn pin_to(cpu: usize) -> Result<()> {
+    set_affinity(&[cpu])
+}
+
+/// Median, p25 and p75 of `v` (sorted here).
+fn spread(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(|a, b| a.total_cmp(b));
+    (percentile(v, 0.5), percentile(v, 0.25), percentile(v, 0.75))
+}
+
+/// The loader's per-interval work, UtilUpdate on the cost object's .bss, two ways, on a
+/// thread pinned to the first CPU this process may use:
+/// hot (runs x 300 intervals): the timing thread writes the lines itself just before;
+/// cross (runs x 50 intervals): a writer thread pinned to the second CPU writes them as BPF
+/// does, the loader thread then waits for the interval as the scheduler does
+/// (recv_timeout) and is timed from the deadline (wake) to the end of the update.
 pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
     let n = opts.loader_cpus as usize;
     let per = (opts.loader_llc as usize).min(n);
@@ -759,6 +876,14 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
             bi::sis_consts_MAX_LLCS
         );
     }
+    let cpus = allowed_cpus()?;
+    if cpus.len() < 2 {
+        bail!(
+            "--loader needs two CPUs this process may run on (one times the loader, one writes the lines as BPF does); it may use {}",
+            cpus.len()
+        );
+    }
+    let (loader_cpu, writer_cpu) = (cpus[0], cpus[1]);
     let mut obj = MaybeUninit::uninit();
     let mut bpf = CostBpf::load(&mut obj)?;
     let llcs: Vec<Vec<usize>> = (0..nr_llcs)
@@ -773,55 +898,182 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
     let fw = crate::bpf_maps::MappedWords::map(&bpf.skel.maps.sis_features, 1, "the feature word")?;
     let mut up = crate::loader::UtilUpdate::new(llcs, n, DEFAULT_IMBALANCE_PCT);
     let interval_ns = opts.interval_ms * 1_000_000;
-    let intervals = opts.runs.max(1) * 300;
-    let mut now = 1_000_000_000u64;
-    let mut us = vec![];
-    let mut seed = 1u64;
-    for i in 0..intervals + 1 {
-        {
-            // between intervals the CPUs run and idle: new idle totals, some CPUs idle now
-            let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
-            for cpu in 0..n {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let cc = &mut bss.cpu_ctxs[cpu];
-                cc.idle_ns += (seed >> 33) % interval_ns;
-                cc.idle_start = if (seed >> 20) & 3 == 0 {
-                    now - (seed >> 40) % interval_ns
-                } else {
-                    0
-                };
-            }
-        }
-        now += interval_ns;
-        let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
-        let t = Instant::now();
-        let f = fw.read(0);
+    let interval = std::time::Duration::from_millis(opts.interval_ms);
+    let hot_intervals = opts.runs.max(1) * 300;
+    let intervals = opts.runs.max(1) * 50;
+    let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
+    let lines = Lines {
+        cpu: crate::bpf_maps::intf_slice::<_, bi::cpu_ctx>(&mut bss.cpu_ctxs).as_mut_ptr(),
+        llc: crate::bpf_maps::intf_slice::<_, bi::llc_ctx>(&mut bss.llc_ctxs).as_mut_ptr(),
+        nr_cpus: n,
+        nr_llcs,
+    };
+    // SAFETY (both): the .bss arrays hold MAX_CPUS / MAX_LLCS entries; n and nr_llcs are
+    // within them (checked above and by the option's range); see Lines
+    let update = |up: &mut crate::loader::UtilUpdate, now: u64| unsafe {
         up.update(
-            DepthRules::of(f),
+            DepthRules::of(fw.read(0)),
             now,
-            crate::bpf_maps::intf_slice(&mut bss.cpu_ctxs),
-            crate::bpf_maps::intf_slice(&mut bss.llc_ctxs),
+            std::slice::from_raw_parts_mut(lines.cpu, n),
+            std::slice::from_raw_parts_mut(lines.llc, nr_llcs),
             &[],
-        );
-        let dt = t.elapsed().as_secs_f64() * 1e6;
-        if i > 0 {
-            us.push(dt);
-        }
-    }
-    us.sort_by(|a, b| a.total_cmp(b));
-    let med = percentile(&us, 0.5);
+        )
+    };
+    let (go_tx, go_rx) = crossbeam::channel::bounded::<Option<u64>>(1);
+    let (done_tx, done_rx) = crossbeam::channel::bounded::<f64>(1);
+    // the wait's channel: never sent on, as the scheduler's is between stats requests
+    let (_idle_tx, idle_rx) = crossbeam::channel::bounded::<()>(1);
+    let (hot, cross) = std::thread::scope(|sc| -> Result<_> {
+        let writer = sc.spawn(move || -> Result<()> {
+            pin_to(writer_cpu)?;
+            let mut seed = 7u64;
+            while let Ok(Some(now)) = go_rx.recv() {
+                let t = Instant::now();
+                lines.write_as_bpf(&mut seed, now, interval_ns);
+                let ns = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+                if done_tx.send(ns).is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        });
+        // the timing runs on this thread (the feature word's mapping stays on it), pinned
+        // for the measurement, its affinity given back after
+        let mut timer = || -> Result<_> {
+            pin_to(loader_cpu)?;
+            let mut now = 1_000_000_000u64;
+            let mut seed = 1u64;
+            let mut hot = vec![];
+            for i in 0..hot_intervals + 1 {
+                lines.write_as_bpf(&mut seed, now, interval_ns);
+                now += interval_ns;
+                let t = Instant::now();
+                update(&mut up, now);
+                if i > 0 {
+                    hot.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+            }
+            let (mut us, mut wake, mut total, mut bpf_ns) = (vec![], vec![], vec![], vec![]);
+            for i in 0..intervals + 1 {
+                go_tx
+                    .send(Some(now))
+                    .map_err(|_| anyhow::anyhow!("the writer thread stopped"))?;
+                let w = done_rx
+                    .recv()
+                    .map_err(|_| anyhow::anyhow!("the writer thread stopped"))?;
+                now += interval_ns;
+                let deadline = Instant::now() + interval;
+                let _ = idle_rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+                let woke = Instant::now();
+                update(&mut up, now);
+                let end = Instant::now();
+                if i > 0 {
+                    wake.push(woke.saturating_duration_since(deadline).as_secs_f64() * 1e6);
+                    us.push((end - woke).as_secs_f64() * 1e6);
+                    total.push(end.saturating_duration_since(deadline).as_secs_f64() * 1e6);
+                    bpf_ns.push(w);
+                }
+            }
+            Ok((hot, (us, wake, total, bpf_ns)))
+        };
+        let r = timer();
+        let _ = go_tx.send(None);
+        let back = set_affinity(&cpus);
+        writer
+            .join()
+            .unwrap_or_else(|_| bail!("the writer thread panicked"))?;
+        back?;
+        r
+    })?;
+    let mut hot = hot;
+    let (mut us, mut wake, mut total, mut bpf_ns) = cross;
+    let (hot_us, hot_p25, hot_p75) = spread(&mut hot);
+    let (med, us_p25, us_p75) = spread(&mut us);
+    let (wake_us, wake_p25, wake_p75) = spread(&mut wake);
+    let (total_us, total_p25, total_p75) = spread(&mut total);
+    let (bpf_ns_per_cpu, bpf_p25, bpf_p75) = spread(&mut bpf_ns);
+    let pct = |us: f64| 100.0 * us / (opts.interval_ms as f64 * 1000.0);
     Ok(LoaderRow {
         cpus: n as u32,
         llc_weight: per as u32,
+        interval_ms: opts.interval_ms,
+        loader_cpu,
+        writer_cpu,
+        hot_intervals,
+        hot_us,
+        hot_p25,
+        hot_p75,
         intervals,
         us_per_interval: med,
-        us_p25: percentile(&us, 0.25),
-        us_p75: percentile(&us, 0.75),
-        interval_ms: opts.interval_ms,
-        cpu_pct: 100.0 * med / (opts.interval_ms as f64 * 1000.0),
+        us_p25,
+        us_p75,
+        wake_us,
+        wake_p25,
+        wake_p75,
+        total_us,
+        total_p25,
+        total_p75,
+        bpf_ns_per_cpu,
+        bpf_p25,
+        bpf_p75,
+        cpu_pct: pct(med),
+        total_pct: pct(total_us),
     })
+}
+
+/// --loader's table: one line per figure, medians with p25..p75.
+fn print_loader(r: &LoaderRow) {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "# {} (kernel {}), loadavg {}; loader thread on CPU {}, writer on CPU {}",
+        cpu_model(),
+        kernel_release(),
+        load.trim(),
+        r.loader_cpu,
+        r.writer_cpu
+    );
+    println!(
+        "# loader: {} CPUs in LLCs of {}, interval {} ms; µs per interval, median (p25..p75)",
+        r.cpus, r.llc_weight, r.interval_ms
+    );
+    let line = |name: &str, n: u32, v: (f64, f64, f64), what: &str| {
+        println!(
+            "{name:<8} {n:>6} {:>9.2} ({:.2}..{:.2})  {what}",
+            v.0, v.1, v.2
+        )
+    };
+    line(
+        "hot",
+        r.hot_intervals,
+        (r.hot_us, r.hot_p25, r.hot_p75),
+        "update, lines last written by the timing thread",
+    );
+    line(
+        "update",
+        r.intervals,
+        (r.us_per_interval, r.us_p25, r.us_p75),
+        "update, lines last written by the writer on the other CPU",
+    );
+    line(
+        "wake",
+        r.intervals,
+        (r.wake_us, r.wake_p25, r.wake_p75),
+        "recv_timeout's deadline to its return (timer slack included)",
+    );
+    line(
+        "total",
+        r.intervals,
+        (r.total_us, r.total_p25, r.total_p75),
+        "deadline to the end of the update",
+    );
+    println!(
+        "{:<8} {:>6} {:>9.2} ({:.2}..{:.2})  ns per CPU: the writer's first writes after an update (BPF's side)",
+        "bpf", r.intervals, r.bpf_ns_per_cpu, r.bpf_p25, r.bpf_p75
+    );
+    println!(
+        "% of one CPU at {} ms: update {:.4} %, total {:.4} % (an upper bound)",
+        r.interval_ms, r.cpu_pct, r.total_pct
+    );
 }
 
 /// One --contention case.
@@ -1012,10 +1264,7 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
         if opts.json {
             println!("{}", serde_json::to_string_pretty(&r)?);
         } else {
-            println!(
-                "loader: {} CPUs in LLCs of {}: {:.2} µs per interval (p25..p75 {:.2}..{:.2}, {} intervals), {:.4} % of one CPU at {} ms",
-                r.cpus, r.llc_weight, r.us_per_interval, r.us_p25, r.us_p75, r.intervals, r.cpu_pct, r.interval_ms
-            );
+            print_loader(&r);
         }
         return Ok(());
     }
@@ -1070,6 +1319,38 @@ mod tests {
             interval_ms: 20,
             contention: false,
         }
+    }
+
+    /// --loader runs both ways (hot, and with the lines written on another CPU and the
+    /// wait's wake-up) and reports every field; not a timing assertion (the figures are the
+    /// host's): counts as asked, two distinct CPUs, each spread ordered, and total, which
+    /// is wake-up + update per interval, not below either.
+    #[test]
+    fn loader_mode_reports_every_field() {
+        let mut o = opts(&[8], &[0], false, &[]);
+        (o.loader, o.loader_cpus, o.loader_llc, o.interval_ms, o.runs) = (true, 64, 16, 1, 1);
+        let r = measure_loader(&o).unwrap();
+        assert_eq!((r.cpus, r.llc_weight, r.interval_ms), (64, 16, 1));
+        assert_eq!((r.hot_intervals, r.intervals), (300, 50));
+        assert_ne!(r.loader_cpu, r.writer_cpu);
+        for (name, v) in [
+            ("hot", (r.hot_p25, r.hot_us, r.hot_p75)),
+            ("update", (r.us_p25, r.us_per_interval, r.us_p75)),
+            ("wake", (r.wake_p25, r.wake_us, r.wake_p75)),
+            ("total", (r.total_p25, r.total_us, r.total_p75)),
+            ("bpf", (r.bpf_p25, r.bpf_ns_per_cpu, r.bpf_p75)),
+        ] {
+            assert!(
+                v.0 > 0.0 && v.0 <= v.1 && v.1 <= v.2 && v.2.is_finite(),
+                "{name}: {v:?}"
+            );
+        }
+        assert!(
+            r.total_us >= r.wake_us && r.total_us >= r.us_per_interval,
+            "{r:?}"
+        );
+        assert!((r.cpu_pct - r.us_per_interval / 10.0).abs() < 1e-9, "{r:?}");
+        assert!(r.total_pct >= r.cpu_pct, "{r:?}");
     }
 
     /// wake_allowed (ctx.bpf.h, timed here): a task allowed everywhere (its weight is the
