@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The enqueue side of a wake-up that select_cpu could not place on an idle
- * CPU: the search for an idle CPU to kick so that it comes and takes the
- * queued task (the analog of kick_ilb()'s find_new_ilb()), in the task's LLC
- * first, then in the other LLCs, nearest first.
+ * The kick, whole: asking an idle CPU to come and take work queued on an
+ * LLC, as kick_ilb() asks the idle load balancer. In the order it is used:
+ * the kick-pending flag word and its atomics (kick_ilb()'s nohz_flags()),
+ * the search's primitives over sched_ext, the search, its two decisions
+ * (KICK_SKIP_REDUNDANT, KICK_WRAP_NEXT), and kick_for_work(), which runs
+ * them for the enqueue and the tick (queue.bpf.h).
+ *
+ * The search for an idle CPU to kick (the analog of kick_ilb()'s
+ * find_new_ilb()) looks in the task's LLC first, then in the other LLCs,
+ * nearest first.
  *
  * At full load nothing is idle, and a search that tests the LLC's CPUs one
  * by one would probe every CPU of every LLC for nothing on each enqueue.
@@ -16,23 +22,80 @@
  * very mask the walk reads, so it is exact on 6.12 (ops.update_idle before
  * the idle masks change) and on 7.x alike, and needs no count to keep.
  *
- * The primitives below are declared here and defined by the object that
- * runs the search, with its struct kick_env (what they read): queue.bpf.h
- * backs them with sched_ext's idle mask and p->cpus_ptr, cost.bpf.c with
- * synthetic state (the cost benchmark runs this very code). The object
- * calls kick_llc_words_init() once the topology is set.
+ * The search reads the machine through struct kick_env and three primitives
+ * (kick_candidate, kick_idle_word, kick_allowed_word), defined before it:
+ * here over sched_ext's idle mask and p->cpus_ptr; an object with a machine
+ * of its own (sis_test.bpf.c, cost.bpf.c: the host test and the cost
+ * benchmark run this very search) defines them over its synthetic state and
+ * KICK_ENV_DEFINED before it includes this header, which then leaves out
+ * everything of sched_ext (the flag word, the primitives, kick_for_work).
+ * The object calls kick_llc_words_init() once the topology is set.
  */
 #pragma once
 
 #include "sis_ctx.bpf.h"
 
-struct kick_env;
+#ifndef KICK_ENV_DEFINED
+#include "ctx.bpf.h"
+
+/* the kick-pending flag word (nohz_flags() of kick_ilb()): CPUs asked to come and take queued work */
+u64 kick_pending[MAX_CPUS / 64];
+
+/* is @cpu's bit set: the read KICK_SKIP_REDUNDANT adds before the atomic (kick_already_asked()) */
+static bool kick_test(s32 cpu)
+{
+	return kick_pending[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)] & (1ULL << ((u32)cpu % 64));
+}
+
+/*
+ * Clear this CPU's kick-pending bit; true if it was set (woken for work):
+ * ops.dispatch's kicked flag, which NEWIDLE_SKIP_IPI reads (decide.bpf.h).
+ */
+static bool take_kick(s32 cpu)
+{
+	u64 bit = 1ULL << ((u32)cpu % 64);
+	u64 *word = &kick_pending[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)];
+
+	if (!(READ_ONCE(*word) & bit))
+		return false;
+	__sync_fetch_and_and(word, ~bit);
+	return true;
+}
+
+/* ---- the search's primitives over sched_ext: what the search reads ---- */
+
+struct kick_env {
+	const struct cpumask *idle;
+	const struct task_struct *p;
+};
+
 /* idle, and allowed for the task */
-static __always_inline bool kick_candidate(struct kick_env *e, s32 cpu);
+static __always_inline bool kick_candidate(struct kick_env *e, s32 cpu)
+{
+	return bpf_cpumask_test_cpu(cpu, e->idle) && bpf_cpumask_test_cpu(cpu, e->p->cpus_ptr);
+}
+
+/* word @w of a kernel cpumask (struct cpumask's size is NR_CPUS: read, not indexed) */
+static __always_inline u64 cpumask_word(const struct cpumask *m, u32 w)
+{
+	return BPF_CORE_READ(m, bits[w & (MAX_CPUS / 64 - 1)]);
+}
+
 /* word w of the idle mask */
-static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w);
+static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w)
+{
+	return cpumask_word(e->idle, w);
+}
+
 /* word w of the task's cpus_ptr */
-static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w);
+static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
+{
+	return cpumask_word(e->p->cpus_ptr, w);
+}
+
+#endif /* !KICK_ENV_DEFINED */
+
+/* ---- the search, over the primitives ---- */
 
 /* each LLC's CPUs as a mask, for the word-parallel test, and the words it spans */
 static u64 kick_llc_words[MAX_LLCS][MAX_CPUS / 64];
@@ -211,3 +274,57 @@ static __always_inline s32 kick_search(struct kick_env *e, s32 llc, s32 this_cpu
 	return -1;
 }
 
+#ifndef KICK_ENV_DEFINED
+/* ---- the kick: the search, the decision, the atomic, the IPI ---- */
+
+/*
+ * Ask an idle CPU to come and take the work just queued on @llc (its own
+ * LLC first, then the nearest LLC that has one: that CPU will steal), as
+ * kick_ilb() asks the idle load balancer:
+ *   flags = atomic_fetch_or(flags, nohz_flags(ilb_cpu));
+ *   if (flags & NOHZ_KICK_MASK) return;       already asked: no second IPI
+ *   smp_call_function_single_async(ilb_cpu, ...);
+ * Tim Chen's patch adds only the read before the atomic ("if ((atomic_read(
+ * nohz_flags(ilb_cpu)) & flags) == flags) return;", KICK_SKIP_REDUNDANT);
+ * its review's search from this_cpu + 1 is KICK_WRAP_NEXT: both above. Every CPU the search tests is counted (KICK_SCANNED), against
+ * the enqueue's LLC.
+ */
+static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
+{
+	struct kick_env e = { .p = p };
+	struct sis_counters *ksc;
+	s32 cpu;
+	u32 probed = 0;
+	u64 bit, old;
+	u64 *word;
+
+	if (llc < 0 || llc >= MAX_LLCS)
+		return;
+	e.idle = scx_bpf_get_idle_cpumask();
+	cpu = kick_search(&e, llc, bpf_get_smp_processor_id(), feat, &probed);
+	scx_bpf_put_idle_cpumask(e.idle);
+	{
+		struct sis_counters *sc = llc_counters(llc);
+
+		if (sc)
+			sc->cnt[STAT_KICK_SCANNED] += probed;
+	}
+	if (cpu < 0 || cpu >= MAX_CPUS)
+		return;
+	/* the kicked CPU's LLC counts the kick: one lookup of its row */
+	ksc = llc_counters(sis_cpu_llc(cpu));
+
+	if (kick_already_asked(feat, kick_test(cpu), ksc ? ksc->cnt : NULL))
+		return;
+	bit = 1ULL << ((u32)cpu % 64);
+	word = &kick_pending[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)];
+	old = __sync_fetch_and_or(word, bit);
+	if (ksc)
+		ksc->cnt[STAT_KICK_ATOMIC]++;
+	if (old & bit)
+		return;
+	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	if (ksc)
+		ksc->cnt[STAT_KICK]++;
+}
+#endif /* !KICK_ENV_DEFINED */

@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * Queueing, kicking and dispatching: one vtime-ordered DSQ per LLC (the key
- * from vtime.bpf.h), the enqueue's kick of an idle CPU to come and take the
- * work (kick.bpf.h's search over sched_ext's idle mask, kick_ilb()'s
- * shared flag word), and the dispatch that serves
- * the LLC's queue, then steals (steal.bpf.h's summary and walk; with
- * NEWIDLE_SKIP_IPI).
+ * Queueing and dispatching: one vtime-ordered DSQ per LLC (the key from
+ * vtime.bpf.h), the enqueue's and the tick's kick of an idle CPU to come and
+ * take the work (kick_for_work(): kick.bpf.h holds the kick whole), and the
+ * dispatch that serves the LLC's queue, then steals (steal.bpf.h's summary
+ * and walk; with NEWIDLE_SKIP_IPI, over kick.bpf.h's take_kick()).
  */
 #pragma once
 
@@ -17,94 +16,6 @@
 #include "kick.bpf.h"
 #include "steal.bpf.h"
 #include "decide.bpf.h"
-
-/* the kick-pending flag word (nohz_flags() of kick_ilb()): CPUs asked to come and take queued work */
-u64 kick_pending[MAX_CPUS / 64];
-
-/* ---- the enqueue's search for an idle CPU to kick (kick.bpf.h) over sched_ext ---- */
-
-static bool kick_test(s32 cpu)
-{
-	return kick_pending[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)] & (1ULL << ((u32)cpu % 64));
-}
-
-struct kick_env {
-	const struct cpumask *idle;
-	const struct task_struct *p;
-};
-
-static __always_inline bool kick_candidate(struct kick_env *e, s32 cpu)
-{
-	return bpf_cpumask_test_cpu(cpu, e->idle) && bpf_cpumask_test_cpu(cpu, e->p->cpus_ptr);
-}
-
-/* word @w of a kernel cpumask (struct cpumask's size is NR_CPUS: read, not indexed) */
-static __always_inline u64 cpumask_word(const struct cpumask *m, u32 w)
-{
-	return BPF_CORE_READ(m, bits[w & (MAX_CPUS / 64 - 1)]);
-}
-
-static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w)
-{
-	return cpumask_word(e->idle, w);
-}
-
-static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
-{
-	return cpumask_word(e->p->cpus_ptr, w);
-}
-
-/*
- * Ask an idle CPU to come and take the work just queued on @llc (its own
- * LLC first, then the nearest LLC that has one: that CPU will steal), as
- * kick_ilb() asks the idle load balancer:
- *   flags = atomic_fetch_or(flags, nohz_flags(ilb_cpu));
- *   if (flags & NOHZ_KICK_MASK) return;       already asked: no second IPI
- *   smp_call_function_single_async(ilb_cpu, ...);
- * Tim Chen's patch adds only the read before the atomic ("if ((atomic_read(
- * nohz_flags(ilb_cpu)) & flags) == flags) return;", KICK_SKIP_REDUNDANT);
- * its review's search from this_cpu + 1 is KICK_WRAP_NEXT: both in
- * kick.bpf.h. Every CPU the search tests is counted (KICK_SCANNED), against
- * the enqueue's LLC.
- */
-static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
-{
-	struct kick_env e = { .p = p };
-	struct sis_counters *ksc;
-	s32 cpu;
-	u32 probed = 0;
-	u64 bit, old;
-	u64 *word;
-
-	if (llc < 0 || llc >= MAX_LLCS)
-		return;
-	e.idle = scx_bpf_get_idle_cpumask();
-	cpu = kick_search(&e, llc, bpf_get_smp_processor_id(), feat, &probed);
-	scx_bpf_put_idle_cpumask(e.idle);
-	{
-		struct sis_counters *sc = llc_counters(llc);
-
-		if (sc)
-			sc->cnt[STAT_KICK_SCANNED] += probed;
-	}
-	if (cpu < 0 || cpu >= MAX_CPUS)
-		return;
-	/* the kicked CPU's LLC counts the kick: one lookup of its row */
-	ksc = llc_counters(sis_cpu_llc(cpu));
-
-	if (kick_already_asked(feat, kick_test(cpu), ksc ? ksc->cnt : NULL))
-		return;
-	bit = 1ULL << ((u32)cpu % 64);
-	word = &kick_pending[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)];
-	old = __sync_fetch_and_or(word, bit);
-	if (ksc)
-		ksc->cnt[STAT_KICK_ATOMIC]++;
-	if (old & bit)
-		return;
-	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
-	if (ksc)
-		ksc->cnt[STAT_KICK]++;
-}
 
 /*
  * ops.enqueue: into the LLC's vtime DSQ (vtime.bpf.h gives the key), then
@@ -186,18 +97,6 @@ struct steal_env {
 static __always_inline bool steal_move(struct steal_env *e, s32 llc)
 {
 	return scx_bpf_dsq_move_to_local(llc, 0);
-}
-
-/* Clear this CPU's kick-pending bit; true if it was set (woken for work). */
-static bool take_kick(s32 cpu)
-{
-	u64 bit = 1ULL << ((u32)cpu % 64);
-	u64 *word = &kick_pending[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)];
-
-	if (!(READ_ONCE(*word) & bit))
-		return false;
-	__sync_fetch_and_and(word, ~bit);
-	return true;
 }
 
 /*

@@ -13,7 +13,6 @@
 #include "sis.bpf.h"
 #include "idle.bpf.h"
 #include "decide.bpf.h"
-#include "kick.bpf.h"
 #include "steal.bpf.h"
 
 char _license[] SEC("license") = "GPL";
@@ -97,7 +96,7 @@ struct dec_io {
 	u64 cnt[STAT_NR];
 } dec_io;
 
-/* the kick search's primitives (kick.bpf.h) over the synthetic idle mask */
+/* the kick search's primitives (kick.bpf.h) over the synthetic idle mask, before it */
 struct kick_env {
 	u32 unused;
 };
@@ -116,6 +115,10 @@ static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
 {
 	return dec_io.allowed[w & (MAX_CPUS / 64 - 1)];
 }
+
+/* the search runs over the primitives above; the sched_ext parts left out */
+#define KICK_ENV_DEFINED
+#include "kick.bpf.h"
 
 SEC("syscall")
 int test_wake_sync(void *a)

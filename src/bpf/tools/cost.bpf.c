@@ -25,7 +25,6 @@
 #include "sis.bpf.h"
 #pragma clang diagnostic ignored "-Wunused-function"	/* ctx.bpf.h's scheduler-only helpers */
 #include "ctx.bpf.h"
-#include "kick.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -81,7 +80,7 @@ u64 cost_allowed[MAX_CPUS / 64] = { ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0
 static struct sis_ctx cost_ctx;
 struct sis_wake_state cost_waker, cost_wakee;	/* global: clang would split a static one (no BTF) */
 
-/* the kick search's primitives (kick.bpf.h) over the synthetic idle mask */
+/* the kick search's primitives (kick.bpf.h) over the synthetic idle mask, before it */
 struct kick_env {
 	u32 unused;
 };
@@ -101,6 +100,10 @@ static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
 {
 	return cost_ctx.allowed[w & (MAX_CPUS / 64 - 1)];
 }
+
+/* the search runs over the primitives above; the sched_ext parts left out */
+#define KICK_ENV_DEFINED
+#include "kick.bpf.h"
 
 static __always_inline u32 xorshift(u32 *s)
 {
