@@ -28,13 +28,14 @@ fn placement_cost_json_complete() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let rows: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
     let rows = rows.as_array().expect("a list");
-    // the default policies: vanilla, patched, unbounded, and each patch's feature alone
+    // the default policies: vanilla, patched, patched-unbounded (preset names), and each
+    // patch's feature alone
     let policies: std::collections::BTreeSet<&str> =
         rows.iter().map(|r| r["policy"].as_str().unwrap()).collect();
     for p in [
         "vanilla",
         "patched",
-        "unbounded",
+        "patched-unbounded",
         "vanilla+SIS_UTIL",
         "vanilla+WA_IDLE_PREV",
     ] {
@@ -78,8 +79,16 @@ fn placement_cost_loader_json() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
     assert_eq!(r["cpus"], 256);
-    assert_eq!(r["intervals"], 300);
+    // one run: 300 hot intervals, 50 with the lines last written on another CPU
+    assert_eq!(r["hot_intervals"], 300);
+    assert_eq!(r["intervals"], 50);
+    assert_ne!(r["loader_cpu"], r["writer_cpu"]);
     for k in [
+        "hot_us",
+        "wake_us",
+        "total_us",
+        "bpf_ns_per_cpu",
+        "total_pct",
         "us_per_interval",
         "us_p25",
         "us_p75",
