@@ -1066,9 +1066,11 @@ fn print_loader(r: &LoaderRow) {
         (r.total_us, r.total_p25, r.total_p75),
         "deadline to the end of the update",
     );
-    println!(
-        "{:<8} {:>6} {:>9.2} ({:.2}..{:.2})  ns per CPU: the writer's first writes after an update (BPF's side)",
-        "bpf", r.intervals, r.bpf_ns_per_cpu, r.bpf_p25, r.bpf_p75
+    line(
+        "bpf",
+        r.intervals,
+        (r.bpf_ns_per_cpu, r.bpf_p25, r.bpf_p75),
+        "ns per CPU: the writer's first writes after an update (BPF's side)",
     );
     println!(
         "% of one CPU at {} ms: update {:.4} %, total {:.4} % (an upper bound)",
