@@ -242,3 +242,109 @@ fn loader_writes_sit_off_bpf_lines() {
         );
     }
 }
+
+/// C source without comments (`/* */` and `//`), line breaks kept.
+fn c_code(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while !rest.is_empty() {
+        let block = rest.find("/*");
+        let line = rest.find("//");
+        match (block, line) {
+            (Some(b), l) if l.is_none_or(|l| b < l) => {
+                out.push_str(&rest[..b]);
+                let end = rest[b..].find("*/").map_or(rest.len(), |e| b + e + 2);
+                out.extend(rest[b..end].chars().filter(|&c| c == '\n'));
+                rest = &rest[end..];
+            }
+            (_, Some(l)) => {
+                out.push_str(&rest[..l]);
+                rest = &rest[rest[l..].find('\n').map_or(rest.len(), |e| l + e)..];
+            }
+            _ => {
+                out.push_str(rest);
+                rest = "";
+            }
+        }
+    }
+    out
+}
+
+/// The feature bits (`FEAT_*`) in C `code` that are not the bit argument of `feat_on(word,
+/// F)` or `sis_feat(c, F)`: a test of a feature bit written another way (`feat & F`).
+fn raw_feature_bit_tests(code: &str) -> Vec<String> {
+    let mut bad = vec![];
+    for l in code.lines() {
+        for (i, _) in l.match_indices("FEAT_") {
+            if l[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+                continue;
+            }
+            let before = l[..i].trim_end();
+            let call = ["feat_on(", "sis_feat("]
+                .iter()
+                .filter_map(|h| before.rfind(h).map(|k| k + h.len() - 1))
+                .max();
+            let inside = call.is_some_and(|k| {
+                let depth = before[k..].chars().fold(0i32, |d, c| match c {
+                    '(' => d + 1,
+                    ')' => d - 1,
+                    _ => d,
+                });
+                depth == 1 && before.ends_with(',')
+            });
+            if !inside {
+                bad.push(l.trim().to_string());
+            }
+        }
+    }
+    bad
+}
+
+/// One idiom for testing a feature bit in BPF: `feat_on(word, FEAT_X)` (sis_ctx.bpf.h), or
+/// `sis_feat(c, FEAT_X)` over a wake-up's word, which calls it; intf.h only defines them.
+#[test]
+fn every_feature_bit_test_goes_through_feat_on() {
+    let bpf = root().join("src/bpf");
+    let mut srcs = vec![];
+    for d in [bpf.clone(), bpf.join("tools"), bpf.join("testing")] {
+        srcs.extend(files(&d, ".h"));
+        srcs.extend(files(&d, ".c"));
+    }
+    let mut bad = vec![];
+    let mut seen = 0;
+    for f in srcs.iter().filter(|f| !f.ends_with("intf.h")) {
+        let code = c_code(&std::fs::read_to_string(f).unwrap());
+        seen += code.matches("FEAT_").count();
+        let path = f.strip_prefix(root()).unwrap().display().to_string();
+        bad.extend(
+            raw_feature_bit_tests(&code)
+                .into_iter()
+                .map(|l| format!("{path}: {l}")),
+        );
+    }
+    assert!(seen >= 10, "only {seen} feature bits seen in src/bpf");
+    assert!(
+        bad.is_empty(),
+        "a feature bit tested without feat_on():\n{}",
+        bad.join("\n")
+    );
+}
+
+/// The mutation check of the scan: each other way of testing a bit is seen, the helpers'
+/// arguments and comments are not.
+#[test]
+fn the_feature_bit_scan_sees_raw_tests() {
+    let r = |t: &str| raw_feature_bit_tests(&c_code(t));
+    assert_eq!(
+        r("return (feat & FEAT_WAKE_RESCUE) && !pinned;"),
+        ["return (feat & FEAT_WAKE_RESCUE) && !pinned;"]
+    );
+    assert_eq!(r("if (!(features() & FEAT_X) || y)").len(), 1);
+    assert_eq!(r("if (feat_on(features() & FEAT_X, FEAT_Y))").len(), 1);
+    assert_eq!(r("if (feat_on(feat, FEAT_Y) && (feat & FEAT_Z))").len(), 1);
+    assert!(r("if (!feat_on(features(), FEAT_X) || y)").is_empty());
+    assert!(r("if (sis_feat(c, FEAT_SIS_UTIL)) {").is_empty());
+    assert!(r("/* (feat & FEAT_X) */ x = 1; // feat & FEAT_Y").is_empty());
+    assert!(r("/*\n * feat & FEAT_X\n */").is_empty());
+    assert!(r("u64 SIS_FEAT_X = 1;").is_empty());
+}
