@@ -36,7 +36,7 @@ fn rust_code(text: &str) -> String {
         .join("\n")
 }
 
-/// The paths in Rust `code` that reach one of `mods` (of room `room`): `crate::m`,
+/// The paths in Rust `code` that reach one of `mods` (of folder `room`): `crate::m`,
 /// `room::m`, `crate::room`, `super::m`.
 fn reaches(code: &str, room: &str, mods: &[String]) -> Vec<String> {
     let mut hits = vec![];
@@ -78,7 +78,7 @@ fn crate_names(code: &str) -> Vec<String> {
         .collect()
 }
 
-/// The headers a BPF source includes from another room (`tools/...`, `testing/...`).
+/// The headers a BPF source includes from another folder (`tools/...`, `testing/...`).
 fn bpf_includes_out(text: &str) -> Vec<String> {
     text.lines()
         .filter_map(|l| l.trim().strip_prefix("#include"))
@@ -175,7 +175,7 @@ fn defined_in(code: &str, name: &str) -> bool {
 }
 
 /// Every module is reached by its full path (`crate::sched::loader`, `crate::tools::cost`):
-/// main.rs re-exports no short name, so `crate::NAME` is a room, a binding or an item
+/// main.rs re-exports no short name, so `crate::NAME` is a folder, a binding or an item
 /// main.rs itself defines (`crate::Cli`). The one
 /// exception, until its next change, is src/tools/shadow.rs (its four short names are
 /// main.rs's last aliases).
@@ -276,7 +276,7 @@ fn loader_writes_sit_off_bpf_lines() {
     };
     let none: Vec<&str> = vec![];
     assert_eq!(sharing(offset_of!(cpu_ctx, util)), none, "cpu_ctx.util");
-    // the check sees the layout before issue #26 (util at byte 40, after wake_stamp)
+    // the check sees the older layout (util at byte 40, after wake_stamp, on the CPU's line)
     assert_eq!(sharing(40)[..2], ["idle_ns", "idle_start"]);
     let wake_llc = [
         ("nr_idle_scan", offset_of!(llc_ctx, nr_idle_scan)),

@@ -750,7 +750,7 @@ pub struct LoaderRow {
     pub loader_cpu: usize,
     pub writer_cpu: usize,
     /// hot: the update alone, every line last written by the timing thread itself just
-    /// before (what --loader measured before issue #26)
+    /// before (all that --loader measured at first)
     pub hot_intervals: u32,
     pub hot_us: f64,
     pub hot_p25: f64,
