@@ -41,14 +41,12 @@ mod testing {
     pub mod vtime_model;
 }
 
-// Every module stays reachable by its short name (`crate::loader`, `crate::cost`, ...).
-use sched::{
-    bpf_maps, features, loader, opts, scheduler, sis_fit, sis_util_depth, stats, topology,
-    wait_hist,
-};
-#[cfg(test)]
-use testing::{sis_model, sis_test};
-use tools::{ab, calibrate, cost, latency, plot, shadow};
+// The four short names src/tools/shadow.rs still spells (`crate::features`, ...): they go
+// with its next change, which takes the full paths like every other module.
+#[allow(unused_imports)]
+use sched::{features, topology};
+#[allow(unused_imports)]
+use tools::{cost, plot};
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
@@ -57,12 +55,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use features::Preset;
-use opts::{full_version, RunOpts};
+use sched::features::Preset;
+use sched::opts::{full_version, RunOpts};
 
 /// `--help`'s epilogue: the features from intf.h's table, then examples.
 fn after_help() -> String {
-    let names: Vec<_> = features::FEATURES.iter().map(|f| f.name).collect();
+    let names: Vec<_> = sched::features::FEATURES.iter().map(|f| f.name).collect();
     let mut list = String::new();
     let mut line = String::from(" ");
     for n in names {
@@ -112,7 +110,7 @@ enum Cmd {
     /// Run the scheduler (the default)
     Run(RunOpts),
     /// Print the running scheduler's SIS statistics every interval
-    Monitor(stats::MonitorOpts),
+    Monitor(sched::stats::MonitorOpts),
     /// List the running scheduler's features, or switch them: `features NO_X Y`
     Features {
         /// X turns X on, NO_X off; comma or space separated
@@ -127,24 +125,24 @@ enum Cmd {
     },
     /// A/B two feature sets on the running scheduler: run CMD round after round, switching
     /// live between rounds in ABBA order; medians, difference with a 95 % interval, verdict
-    Ab(ab::AbOpts),
+    Ab(tools::ab::AbOpts),
     /// Measure the LLC scan on the running scheduler: per utilization bucket, the depth the
     /// policy allowed against the distance to the nearest idle CPU (found, missed, wasted,
     /// depth_p95), optionally plotted against the policy's depth curve
-    Calibrate(calibrate::CalibrateOpts),
+    Calibrate(tools::calibrate::CalibrateOpts),
     /// Print the utilization-based scan depth for each utilization (the table of
     /// \"sched/fair: Introduce SIS_UTIL to search idle CPU based on sum of util_avg\")
-    ScanTable(sis_util_depth::ScanTableOpts),
+    ScanTable(sched::sis_util_depth::ScanTableOpts),
     /// Wake-up latency (runnable -> running) per nice level under any scheduler (BPF tracer)
-    Latency(latency::LatencyOpts),
+    Latency(tools::latency::LatencyOpts),
     /// What one wake-up placement costs on this CPU per policy, LLC size and load (the
     /// scheduler's own BPF path, run natively; root, no sched_ext needed); --loader: the
     /// loader's per-interval work
-    PlacementCost(cost::CostOpts),
+    PlacementCost(tools::cost::CostOpts),
     /// The kernel as the oracle: record every wake-up placement the fair class makes and
     /// replay it through the scheduler's own wake path (agreement, races, the step of each
     /// disagreement) and under each preset (root; no sched_ext needed, none attached)
-    Shadow(shadow::ShadowOpts),
+    Shadow(tools::shadow::ShadowOpts),
     /// List the presets: features on and the kernel each stands for
     Presets {
         /// JSON instead of the table
@@ -209,23 +207,23 @@ fn run(opts: RunOpts) -> Result<()> {
         return Ok(());
     }
     if opts.help_stats {
-        return stats::help_stats(opts.json);
+        return sched::stats::help_stats(opts.json);
     }
     if let Some(secs) = opts.monitor {
-        let mopts = stats::MonitorOpts::every(secs);
+        let mopts = sched::stats::MonitorOpts::every(secs);
         let s = shutdown_flag()?;
-        return stats::monitor(&mopts, &|| s.load(Ordering::Relaxed));
+        return sched::stats::monitor(&mopts, &|| s.load(Ordering::Relaxed));
     }
-    let feat = features::apply(features::preset(opts.preset), &opts.features)?;
+    let feat = sched::features::apply(sched::features::preset(opts.preset), &opts.features)?;
     preflight()?;
     scx_utils::try_set_rlimit_infinity();
     let shutdown = shutdown_flag()?;
 
     if let Some(secs) = opts.stats {
         let s = shutdown.clone();
-        let mopts = stats::MonitorOpts::every(secs);
+        let mopts = sched::stats::MonitorOpts::every(secs);
         std::thread::spawn(move || {
-            if let Err(e) = stats::monitor(&mopts, &|| s.load(Ordering::Relaxed)) {
+            if let Err(e) = sched::stats::monitor(&mopts, &|| s.load(Ordering::Relaxed)) {
                 log::warn!("stats monitor: {e:#}");
             }
         });
@@ -234,7 +232,7 @@ fn run(opts: RunOpts) -> Result<()> {
     let mut open_object = MaybeUninit::uninit();
     let mut feat = feat;
     loop {
-        let mut sched = scheduler::Scheduler::init(&opts, feat, &mut open_object)?;
+        let mut sched = sched::scheduler::Scheduler::init(&opts, feat, &mut open_object)?;
         let uei = sched.run(shutdown.clone())?;
         // the kernel asks for a restart itself (ext.c: SCX_ECODE_ACT_RESTART with
         // SCX_ECODE_RSN_HOTPLUG when a CPU comes or goes and ops.cpu_online is not set)
@@ -242,7 +240,7 @@ fn run(opts: RunOpts) -> Result<()> {
             break;
         }
         // a restart keeps the features the user switched live
-        feat = features::read_live().unwrap_or(feat);
+        feat = sched::features::read_live().unwrap_or(feat);
         drop(sched);
         log::info!("restarting (CPU hotplug): re-reading the topology");
     }
@@ -257,22 +255,23 @@ fn main() {
         None => run(RunOpts { verbose, ..cli.run }),
         Some(Cmd::Run(o)) => run(RunOpts { verbose, ..o }),
         Some(Cmd::Monitor(o)) => {
-            shutdown_flag().and_then(|s| stats::monitor(&o, &|| s.load(Ordering::Relaxed)))
+            shutdown_flag().and_then(|s| sched::stats::monitor(&o, &|| s.load(Ordering::Relaxed)))
         }
         Some(Cmd::Features {
             names,
             preset,
             json,
-        }) => features::features_main(&names, preset, json),
-        Some(Cmd::Ab(o)) => shutdown_flag().and_then(|s| ab::ab_main(&o, s)),
-        Some(Cmd::Calibrate(o)) => shutdown_flag().and_then(|s| calibrate::calibrate_main(&o, &s)),
-        Some(Cmd::ScanTable(o)) => sis_util_depth::scan_table_main(&o),
-        Some(Cmd::Latency(o)) => {
-            shutdown_flag().and_then(|s| latency::latency_main(&o, &|| s.load(Ordering::Relaxed)))
+        }) => sched::features::features_main(&names, preset, json),
+        Some(Cmd::Ab(o)) => shutdown_flag().and_then(|s| tools::ab::ab_main(&o, s)),
+        Some(Cmd::Calibrate(o)) => {
+            shutdown_flag().and_then(|s| tools::calibrate::calibrate_main(&o, &s))
         }
-        Some(Cmd::PlacementCost(o)) => cost::cost_main(&o),
-        Some(Cmd::Shadow(o)) => shutdown_flag().and_then(|s| shadow::shadow_main(&o, &s)),
-        Some(Cmd::Presets { json }) => features::presets_main(json),
+        Some(Cmd::ScanTable(o)) => sched::sis_util_depth::scan_table_main(&o),
+        Some(Cmd::Latency(o)) => shutdown_flag()
+            .and_then(|s| tools::latency::latency_main(&o, &|| s.load(Ordering::Relaxed))),
+        Some(Cmd::PlacementCost(o)) => tools::cost::cost_main(&o),
+        Some(Cmd::Shadow(o)) => shutdown_flag().and_then(|s| tools::shadow::shadow_main(&o, &s)),
+        Some(Cmd::Presets { json }) => sched::features::presets_main(json),
     };
     if let Err(e) = res {
         eprintln!("scx_sisutil: error: {e:#}");

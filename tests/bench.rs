@@ -202,3 +202,55 @@ fn self_check_catches_defects(repo: &Path, out: &Path) {
         "missing p99.9 not caught:\n{err}"
     );
 }
+
+/// `tools/bench --replot` redraws a committed directory from its runs.csv alone: the
+/// committed plot-data.json comes back value for value, each point's sample count is the
+/// `search` counters summed from runs.csv, and only the plots the directory held are drawn
+/// (no throughput plot of TCG speeds). Host only: no guest.
+#[test]
+fn bench_replot_redraws_committed_data() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let src = repo.join("docs/results/llc16-overload25-nostack-2026-11-26");
+    let dir = tempfile::tempdir().expect("tempdir");
+    for f in ["runs.csv", "scan_per_wakeup.png"] {
+        std::fs::copy(src.join(f), dir.path().join(f)).expect(f);
+    }
+    let res = Command::new(repo.join("tools/bench"))
+        .arg("--replot")
+        .arg(dir.path())
+        .current_dir(&repo)
+        .output()
+        .expect("cannot run tools/bench");
+    assert!(
+        res.status.success(),
+        "tools/bench --replot failed: {}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    let read = |p: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(p).expect("plot-data.json")).unwrap()
+    };
+    let new = read(&dir.path().join("plot-data.json"));
+    assert_eq!(new, read(&src.join("plot-data.json")));
+    assert!(!dir.path().join("throughput_ratio.png").exists());
+    let png = std::fs::metadata(dir.path().join("scan_per_wakeup.png")).unwrap();
+    assert!(png.len() > 1000);
+
+    // the sample counts, summed here from runs.csv's own columns
+    let csv = std::fs::read_to_string(src.join("runs.csv")).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
+    let (cfg, search) = (col("config"), col("search"));
+    let n = &new["main"]["workloads"]["overload"]["n"]["scan"];
+    let mut checked = 0;
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        if f[search].is_empty() {
+            continue;
+        }
+        let want: u64 = f[search].parse().unwrap();
+        assert_eq!(n[f[cfg]][0].as_u64(), Some(want), "{}", f[cfg]);
+        checked += 1;
+    }
+    assert!(checked >= 5, "{checked} configurations checked");
+}

@@ -68,7 +68,7 @@ static __always_inline bool newidle_skip_ipi(u64 feat, s32 cpu, bool kicked)
 {
 	struct cpu_ctx *cc = sis_cpu_ctx(cpu);
 
-	return (feat & FEAT_NEWIDLE_SKIP_IPI) && cc && READ_ONCE(cc->idle_start) && !kicked;
+	return feat_on(feat, FEAT_NEWIDLE_SKIP_IPI) && cc && READ_ONCE(cc->idle_start) && !kicked;
 }
 
 /*
@@ -109,7 +109,7 @@ static __always_inline void idle_update(u64 feat, s32 cpu, bool idle, u64 now, u
  */
 static __always_inline bool enqueue_rescue(u64 feat, bool pinned)
 {
-	return (feat & FEAT_WAKE_RESCUE) && !pinned;
+	return feat_on(feat, FEAT_WAKE_RESCUE) && !pinned;
 }
 
 /*
@@ -124,5 +124,5 @@ static __always_inline bool enqueue_rescue(u64 feat, bool pinned)
  */
 static __always_inline bool tick_kicks(u64 feat, u64 queued)
 {
-	return !(feat & FEAT_WAKE_RESCUE) && queued >= 1;
+	return !feat_on(feat, FEAT_WAKE_RESCUE) && queued >= 1;
 }

@@ -190,7 +190,7 @@ static __always_inline bool kick_machine_has_idle(struct kick_env *e)
  */
 static __always_inline bool kick_already_asked(u64 feat, bool asked, u64 *cnt)
 {
-	if (!(feat & FEAT_KICK_SKIP_REDUNDANT) || !asked)
+	if (!feat_on(feat, FEAT_KICK_SKIP_REDUNDANT) || !asked)
 		return false;
 	if (cnt)
 		cnt[STAT_HIT_KICK_SKIP_REDUNDANT]++;
@@ -206,7 +206,7 @@ static __always_inline bool kick_already_asked(u64 feat, bool asked, u64 *cnt)
  */
 static __always_inline u32 kick_search_first(u64 feat, s32 llc, s32 this_cpu)
 {
-	if ((feat & FEAT_KICK_WRAP_NEXT) && sis_cpu_llc(this_cpu) == llc)
+	if (feat_on(feat, FEAT_KICK_WRAP_NEXT) && sis_cpu_llc(this_cpu) == llc)
 		return topo.cpu_llc_pos[this_cpu & (MAX_CPUS - 1)] + 1;
 	return 0;
 }

@@ -4,7 +4,7 @@
  * select_idle_sibling -> select_idle_cpu) and five kernel patches as
  * live-switchable sched_ext policies. Per-LLC vruntime DSQs underneath.
  *
- * This file only wires the sched_ext callbacks to the rooms that do the work:
+ * This file only wires the sched_ext callbacks to the components that do the work:
  *   ctx.bpf.h     knobs, the feature word, statistics, per-task and per-CPU context
  *   sis_ctx.bpf.h the machine the wake-up reads, and its primitives
  *   sis.bpf.h     the wake-up placement, fair.c's steps top to bottom

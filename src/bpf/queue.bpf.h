@@ -89,16 +89,6 @@ static void queue_left(struct task_struct *p)
 		queued_leave(&tctx->queued_in);
 }
 
-/* the steal's move (steal.bpf.h) over sched_ext's DSQs */
-struct steal_env {
-	u32 unused;
-};
-
-static __always_inline bool steal_move(struct steal_env *e, s32 llc)
-{
-	return scx_bpf_dsq_move_to_local(llc, 0);
-}
-
 /*
  * ops.dispatch: this LLC's queue first; else prev goes on; else, unless
  * NEWIDLE_SKIP_IPI sends an idle CPU woken for no work back to idle, the

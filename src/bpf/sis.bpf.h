@@ -155,7 +155,7 @@ static __attribute__((unused)) void update_idle_core(u64 feat, s32 cpu)
 	u32 i, nr;
 	s32 sib;
 
-	if (cpu < 0 || cpu >= MAX_CPUS || !topo.smt || !(feat & FEAT_SIS_CORE))
+	if (cpu < 0 || cpu >= MAX_CPUS || !topo.smt || !feat_on(feat, FEAT_SIS_CORE))
 		return;
 	if (test_idle_cores(sis_cpu_llc(cpu)))
 		return;

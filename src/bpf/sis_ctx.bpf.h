@@ -65,9 +65,19 @@ struct sis_ctx {
 	u64 cnt[STAT_NR];
 };
 
+/*
+ * Is feature @f (a FEAT_* bit of intf.h) on in the feature word @word: every
+ * test of a feature bit, the analog of sched_feat(X), goes through it.
+ */
+static __always_inline bool feat_on(u64 word, u64 f)
+{
+	return word & f;
+}
+
+/* feat_on() over this wake-up's feature word */
 static __always_inline bool sis_feat(struct sis_ctx *c, u64 f)
 {
-	return c->feat & f;
+	return feat_on(c->feat, f);
 }
 
 static __always_inline void sis_inc(struct sis_ctx *c, u32 stat)

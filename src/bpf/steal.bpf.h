@@ -27,17 +27,28 @@
  * A task queued without a task context cannot be counted: steal_uncounted
  * is set and every later steal walks every LLC.
  *
- * The move is a primitive, declared here and defined by the object that
- * runs the steal with its struct steal_env: queue.bpf.h over sched_ext's
- * DSQs, the host test object over synthetic queue lengths.
+ * The walk moves a task through struct steal_env and one primitive,
+ * steal_move(), defined before it: here over sched_ext's DSQs; an object
+ * with queues of its own (sis_test.bpf.c: the host test runs this very
+ * walk over synthetic queue lengths) defines both and STEAL_ENV_DEFINED
+ * before it includes this header, as kick.bpf.h's KICK_ENV_DEFINED.
  */
 #pragma once
 
 #include "sis_ctx.bpf.h"
 
-struct steal_env;
+#ifndef STEAL_ENV_DEFINED
+/* the steal's move over sched_ext's DSQs (DSQ id = LLC index, queue.bpf.h) */
+struct steal_env {
+	u32 unused;
+};
+
 /* move the head of LLC @llc's DSQ to this CPU; true when a task moved */
-static __always_inline bool steal_move(struct steal_env *e, s32 llc);
+static __always_inline bool steal_move(struct steal_env *e, s32 llc)
+{
+	return scx_bpf_dsq_move_to_local(llc, 0);
+}
+#endif /* !STEAL_ENV_DEFINED */
 
 /*
  * Tasks counted in each LLC's DSQ (an upper bound of its length, above), a

@@ -200,7 +200,7 @@ static __always_inline bool ttwu_queue_desched(struct task_struct *p)
 {
 	s32 cpu;
 
-	if (!(features() & FEAT_TTWU_QUEUE_DESCHED) || !task_descheduling(p))
+	if (!feat_on(features(), FEAT_TTWU_QUEUE_DESCHED) || !task_descheduling(p))
 		return false;
 	cpu = p->thread_info.cpu;
 	return ttwu_queue_cond_desched(bpf_get_smp_processor_id(), cpu,

@@ -8,8 +8,8 @@ use anyhow::{Context, Result};
 use std::os::unix::fs::PermissionsExt;
 
 use crate::bpf_skel::*;
-use crate::features;
-use crate::sis_util_depth::{DepthRules, UtilFilter};
+use crate::sched::features;
+use crate::sched::sis_util_depth::{DepthRules, UtilFilter};
 
 /// A CPU's idle time up to `now` from its two words, read while BPF writes them
 /// (src/bpf/idle.bpf.h): a period is open while `idle_start` is set; BPF closes it by
@@ -65,7 +65,7 @@ impl UtilUpdate {
         now: u64,
         cpu_ctxs: &mut [crate::bpf_intf::cpu_ctx],
         llc_ctxs: &mut [crate::bpf_intf::llc_ctx],
-        fit: &[[Option<u64>; crate::sis_fit::BUCKETS]],
+        fit: &[[Option<u64>; crate::sched::sis_fit::BUCKETS]],
     ) {
         let period = now.saturating_sub(self.prev_sample);
         let first = self.prev_sample == 0;
@@ -223,7 +223,10 @@ mod tests {
         assert_eq!((llcs[0].util_sum, llcs[1].util_sum), (1280, 2048));
         // nr_idle_scan: x' = 1280 / 4 = 320, y = 1024 - 320^2 * 117^2 / (10000 * 1024)
         // = 1024 - 136 = 888, nr = 4 * 888 / 1024 = 3; LLC 1 is full: 0
-        assert_eq!(crate::sis_util_depth::scan_depth(1280, 4, 117, false), 3);
+        assert_eq!(
+            crate::sched::sis_util_depth::scan_depth(1280, 4, 117, false),
+            3
+        );
         assert_eq!((llcs[0].nr_idle_scan, llcs[1].nr_idle_scan), (3, 0));
 
         // one half-life: CPUs 1 and 2 idle all of it, CPU 0 busy, CPU 3's period closed at

@@ -3,9 +3,9 @@
 //! are intf.h's (DEFAULT_*), the values the BPF side starts with.
 
 use crate::bpf_intf as bi;
-use crate::features::Preset;
-use crate::sis_util_depth::DEFAULT_IMBALANCE_PCT;
-use crate::stats;
+use crate::sched::features::Preset;
+use crate::sched::sis_util_depth::DEFAULT_IMBALANCE_PCT;
+use crate::sched::stats;
 
 /// The time slice, microseconds (intf.h).
 pub const DEFAULT_SLICE_US: u64 = bi::sis_consts_DEFAULT_SLICE_US as u64;

@@ -13,16 +13,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::bpf_maps::{
+use crate::bpf_skel::*;
+use crate::sched::bpf_maps::{
     intf_slice, lookup_percpu_as, lookup_u64, monotonic_ns, u64_words, MappedWords,
 };
-use crate::bpf_skel::*;
-use crate::features;
-use crate::loader::{pin_features, verified_insns, UtilUpdate};
-use crate::opts::RunOpts;
-use crate::sis_util_depth::DepthRules;
-use crate::stats::{Counters, Metrics, NR_STATS};
-use crate::topology::{copy_same_c_type, TopoDesc};
+use crate::sched::features;
+use crate::sched::loader::{pin_features, verified_insns, UtilUpdate};
+use crate::sched::opts::RunOpts;
+use crate::sched::sis_util_depth::DepthRules;
+use crate::sched::stats::{Counters, Metrics, NR_STATS};
+use crate::sched::topology::{copy_same_c_type, TopoDesc};
 
 pub struct Scheduler<'a> {
     skel: BpfSkel<'a>,
@@ -38,7 +38,7 @@ pub struct Scheduler<'a> {
     interval: Duration,
     /// The fitted depths (used with SIS_FIT): per LLC, each utilization bucket's (None: too
     /// few samples)
-    fit: Vec<[Option<u64>; crate::sis_fit::BUCKETS]>,
+    fit: Vec<[Option<u64>; crate::sched::sis_fit::BUCKETS]>,
     last_fit: Option<Instant>,
 }
 
@@ -53,7 +53,7 @@ impl<'a> Scheduler<'a> {
         let topo = scx_utils::Topology::new().context("reading the CPU topology")?;
         let desc = TopoDesc::from_scx(&topo);
         let llcs = desc.llcs();
-        info!("scx_sisutil {}", crate::opts::full_version());
+        info!("scx_sisutil {}", crate::sched::opts::full_version());
         let mut skel = Self::open_load(opts, &desc, &llcs, open_object)?;
         info!("verifier: {}", verified_insns(&skel));
 
@@ -69,7 +69,7 @@ impl<'a> Scheduler<'a> {
                 bss.llc_ctxs[l].nr_idle_scan = cpus.len() as u64;
             }
         }
-        crate::sis_fit::init_loader(&mut skel, &llcs, opts.imbalance_pct)?;
+        crate::sched::sis_fit::init_loader(&mut skel, &llcs, opts.imbalance_pct)?;
 
         let struct_ops = Some(scx_ops_attach!(skel, sisutil_ops)?);
         // Pinned only once attached, so that `features` never finds a map that no running
@@ -77,7 +77,7 @@ impl<'a> Scheduler<'a> {
         let mut sched = Self {
             skel,
             struct_ops,
-            stats_server: StatsServer::new(crate::stats::server_data()),
+            stats_server: StatsServer::new(crate::sched::stats::server_data()),
             util: UtilUpdate::new(llcs.clone(), desc.nr_cpu_ids(), opts.imbalance_pct),
             llcs,
             feat_word: None,
@@ -95,7 +95,7 @@ impl<'a> Scheduler<'a> {
             MappedWords::map_or_warn(&sched.skel.maps.sis_features, 1, "the feature word");
         sched.calib_ctl = MappedWords::map_or_warn(
             &sched.skel.maps.calib_ctl,
-            crate::sis_fit::CTL_WORDS,
+            crate::sched::sis_fit::CTL_WORDS,
             "calibrate's lease",
         );
         Ok(sched)
@@ -128,7 +128,7 @@ impl<'a> Scheduler<'a> {
             opts.libbpf.clone().into_bpf_open_opts()
         )?;
         // sisutil_ + the feature layout + scx_ops_open!'s version suffix (features::ops_name)
-        let name = crate::features::ops_name();
+        let name = crate::sched::features::ops_name();
         let field = &mut skel.struct_ops.sisutil_ops_mut().name;
         field.fill(0);
         let room = field.len() - 1;
@@ -143,15 +143,15 @@ impl<'a> Scheduler<'a> {
         unsafe { copy_same_c_type(&*sis_topo, &mut rodata.topo) };
         rodata.slice_ns = opts.slice_us * 1000;
         rodata.imbalance_pct = opts.imbalance_pct;
-        crate::sis_fit::size_records(&mut skel, llcs.len())?;
+        crate::sched::sis_fit::size_records(&mut skel, llcs.len())?;
         Ok(scx_ops_load!(skel, sisutil_ops, uei)?)
     }
 
     /// Once attached: the feature map's and the calibration's pins, the stats server.
     fn publish(&mut self) -> Result<()> {
         pin_features(&mut self.skel)?;
-        crate::sis_fit::pin(&mut self.skel)?;
-        self.stats_server = StatsServer::new(crate::stats::server_data()).launch()?;
+        crate::sched::sis_fit::pin(&mut self.skel)?;
+        self.stats_server = StatsServer::new(crate::sched::stats::server_data()).launch()?;
         // statistics are root-only, like the feature map
         let sock = std::path::Path::new("/var/run/scx/root/stats");
         if let Err(e) = std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o600)) {
@@ -187,7 +187,8 @@ impl<'a> Scheduler<'a> {
     /// Depth calibration: recording on while `calibrate` holds its lease or SIS_FIT is on;
     /// with SIS_FIT, the per-LLC fit from the records, refreshed each second.
     fn update_calib(&mut self, sis_fit: bool, now: u64) {
-        let on = sis_fit || crate::sis_fit::lease_held(&self.skel, self.calib_ctl.as_ref(), now);
+        let on =
+            sis_fit || crate::sched::sis_fit::lease_held(&self.skel, self.calib_ctl.as_ref(), now);
         if let Some(bss) = self.skel.maps.bss_data.as_mut() {
             if (bss.calib_on != 0) != on {
                 unsafe { std::ptr::write_volatile(&mut bss.calib_on, on as u64) };
@@ -201,7 +202,7 @@ impl<'a> Scheduler<'a> {
             .last_fit
             .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
         {
-            self.fit = crate::sis_fit::fit_from_records(&self.skel, self.llcs.len());
+            self.fit = crate::sched::sis_fit::fit_from_records(&self.skel, self.llcs.len());
             self.last_fit = Some(Instant::now());
         }
     }
@@ -235,7 +236,7 @@ impl<'a> Scheduler<'a> {
 
     /// Sum the per-CPU wait histograms (intf.h's struct wait_hist).
     fn read_wait(&self, m: &mut Metrics) {
-        let nb = crate::wait_hist::NR_BUCKETS;
+        let nb = crate::sched::wait_hist::NR_BUCKETS;
         let (mut hist, mut count, mut sum) = (vec![0u64; nb], 0u64, 0u64);
         let hists = lookup_percpu_as::<crate::bpf_intf::wait_hist, _>(
             &self.skel.maps.wait_hists,
@@ -288,7 +289,7 @@ impl Drop for Scheduler<'_> {
                 debug!("unpin: {e}");
             }
         }
-        crate::sis_fit::unpin(&mut self.skel);
+        crate::sched::sis_fit::unpin(&mut self.skel);
         let _ = std::fs::remove_dir(features::PIN_DIR);
         info!("scx_sisutil detached");
     }

@@ -9,8 +9,8 @@ use anyhow::{Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 
 use crate::bpf_intf as bi;
-use crate::bpf_maps::MappedWords;
 use crate::bpf_skel::BpfSkel;
+use crate::sched::bpf_maps::MappedWords;
 
 pub const BUCKETS: usize = bi::calib_consts_CALIB_BUCKETS as usize;
 pub const EXACT: usize = bi::calib_consts_CALIB_EXACT as usize;
@@ -23,8 +23,8 @@ pub const CTL_WEIGHT: u32 = bi::calib_consts_CALIB_CTL_WEIGHT;
 pub const CTL_WORDS: usize = bi::calib_consts_CALIB_CTL_NR as usize;
 
 /// calibrate's records and control words, pinned beside the feature word.
-pub const RECS_PIN: &str = concat!(crate::features::pin_dir!(), "/calib_recs");
-pub const CTL_PIN: &str = concat!(crate::features::pin_dir!(), "/calib_ctl");
+pub const RECS_PIN: &str = concat!(crate::sched::features::pin_dir!(), "/calib_recs");
+pub const CTL_PIN: &str = concat!(crate::sched::features::pin_dir!(), "/calib_ctl");
 /// How long one request keeps recording on: a few seconds after calibrate's last read.
 pub const LEASE_NS: u64 = 3_000_000_000;
 /// SIS_FIT uses a bucket's depth_p95 from this many wake-ups that had an idle CPU.
@@ -130,7 +130,7 @@ pub fn read_records<M: MapCore>(map: &M) -> Result<Vec<Rec>> {
     let mut out = Vec::with_capacity(n as usize);
     for key in 0..n {
         let mut sum = Rec::default();
-        for r in crate::bpf_maps::lookup_percpu_as::<Rec, _>(map, key, RECS_PIN)? {
+        for r in crate::sched::bpf_maps::lookup_percpu_as::<Rec, _>(map, key, RECS_PIN)? {
             sum.add(&r);
         }
         out.push(sum);
@@ -202,7 +202,7 @@ pub fn unpin(skel: &mut BpfSkel<'_>) {
 pub fn lease_held(skel: &BpfSkel<'_>, mapped: Option<&MappedWords>, now: u64) -> bool {
     let until = match mapped {
         Some(m) => Some(m.read(CTL_LEASE as usize)),
-        None => crate::bpf_maps::lookup_u64(&skel.maps.calib_ctl, CTL_LEASE),
+        None => crate::sched::bpf_maps::lookup_u64(&skel.maps.calib_ctl, CTL_LEASE),
     };
     until.is_some_and(|until| until > now)
 }
@@ -295,8 +295,8 @@ mod tests {
         let mut b = vec![0u8; std::mem::size_of::<Rec>()];
         b[8..16].copy_from_slice(&5u64.to_ne_bytes());
         b[7 * 8..8 * 8].copy_from_slice(&9u64.to_ne_bytes());
-        let r = crate::bpf_maps::value_as::<Rec>(&b).unwrap();
+        let r = crate::sched::bpf_maps::value_as::<Rec>(&b).unwrap();
         assert_eq!((r.wakeups, r.depth_sum, r.hist[0]), (0, 5, 9));
-        assert!(crate::bpf_maps::value_as::<Rec>(&b[8..]).is_none());
+        assert!(crate::sched::bpf_maps::value_as::<Rec>(&b[8..]).is_none());
     }
 }

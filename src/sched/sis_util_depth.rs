@@ -117,13 +117,13 @@ impl DepthRules {
         sum_util: u64,
         llc_weight: u64,
         imbalance_pct: u64,
-        fit: Option<&[Option<u64>; crate::sis_fit::BUCKETS]>,
+        fit: Option<&[Option<u64>; crate::sched::sis_fit::BUCKETS]>,
     ) -> u64 {
         let depth = scan_depth(sum_util, llc_weight, imbalance_pct, self.small_llc);
         if !self.fit {
             return depth;
         }
-        crate::sis_fit::fit_depth(fit, sum_util, llc_weight).unwrap_or(depth)
+        crate::sched::sis_fit::fit_depth(fit, sum_util, llc_weight).unwrap_or(depth)
     }
 }
 
@@ -410,7 +410,7 @@ mod tests {
         let sum = sum_util_for_pct(65, 16);
         assert_eq!(none.depth(sum, 16, 117, None), 6);
         assert_eq!(DepthRules::of(small).depth(sum, 16, 117, None), 12);
-        let mut row = [None; crate::sis_fit::BUCKETS];
+        let mut row = [None; crate::sched::sis_fit::BUCKETS];
         row[6] = Some(2);
         assert_eq!(DepthRules::of(fit).depth(sum, 16, 117, Some(&row)), 2);
         assert_eq!(none.depth(sum, 16, 117, Some(&row)), 6);

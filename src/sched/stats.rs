@@ -292,7 +292,7 @@ impl Metrics {
 
     /// Wait figures of an interval's histogram.
     fn derive_wait(&mut self) {
-        use crate::wait_hist::{hist_max, quantile};
+        use crate::sched::wait_hist::{hist_max, quantile};
         let us = |ns: u64| ns as f64 / 1000.0;
         self.wait_mean_us = if self.wait_count > 0 {
             us(self.wait_sum_ns) / self.wait_count as f64
@@ -352,7 +352,7 @@ impl Metrics {
         )?;
         // every feature with a hit counter (hit_ + its name), in intf.h's order
         let mut hits = String::from("hits");
-        for f in crate::features::FEATURES {
+        for f in crate::sched::features::FEATURES {
             if let Some(n) = self.counter(&format!("hit_{}", f.name.to_ascii_lowercase())) {
                 hits += &format!(" {} {n}", f.name);
             }

@@ -127,7 +127,7 @@ mod tests {
         assert_eq!(offset_of!(bi::lat_hist, max_pid), (NR_BUCKETS + 3) * 8);
         let mut b = vec![0u8; size_of::<bi::lat_hist>()];
         b[(NR_BUCKETS + 2) * 8..(NR_BUCKETS + 3) * 8].copy_from_slice(&7u64.to_ne_bytes());
-        let h = crate::bpf_maps::value_as::<bi::lat_hist>(&b).unwrap();
+        let h = crate::sched::bpf_maps::value_as::<bi::lat_hist>(&b).unwrap();
         assert_eq!((h.count, h.max_ns, h.max_pid), (0, 7, 0));
     }
 }

@@ -13,10 +13,10 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::bpf_intf as bi;
-use crate::sis_fit::{Rec, BUCKETS};
-use crate::sis_test::skel::{types, SisTestSkel};
-use crate::sis_test::{load_skel as load, F_SIS_PROP, F_SIS_UTIL, MAX_CPUS, WORDS};
-use crate::topology::{copy_same_c_type, TopoDesc};
+use crate::sched::sis_fit::{Rec, BUCKETS};
+use crate::sched::topology::{copy_same_c_type, TopoDesc};
+use crate::testing::sis_test::skel::{types, SisTestSkel};
+use crate::testing::sis_test::{load_skel as load, F_SIS_PROP, F_SIS_UTIL, MAX_CPUS, WORDS};
 
 const EXACT: usize = bi::calib_consts_CALIB_EXACT as usize;
 const HIST: usize = bi::calib_consts_CALIB_HIST as usize;
@@ -25,8 +25,11 @@ fn read_recs(skel: &SisTestSkel<'_>, n: usize) -> Vec<Rec> {
     (0..n as u32)
         .map(|k| {
             let mut r = Rec::default();
-            let recs =
-                crate::bpf_maps::lookup_percpu_as::<Rec, _>(&skel.maps.calib_recs, k, "calib_recs");
+            let recs = crate::sched::bpf_maps::lookup_percpu_as::<Rec, _>(
+                &skel.maps.calib_recs,
+                k,
+                "calib_recs",
+            );
             for v in recs.expect("one calib_rec per CPU") {
                 r.add(&v);
             }

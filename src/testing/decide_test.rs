@@ -13,8 +13,8 @@ use std::mem::MaybeUninit;
 use libbpf_rs::ProgramInput;
 
 use crate::bpf_intf as bi;
-use crate::sis_test::{load_skel, skel::SisTestSkel, MAX_CPUS, WORDS};
-use crate::topology::{copy_same_c_type, CpuDesc, TopoDesc};
+use crate::sched::topology::{copy_same_c_type, CpuDesc, TopoDesc};
+use crate::testing::sis_test::{load_skel, skel::SisTestSkel, MAX_CPUS, WORDS};
 
 const F_SIS_CORE: u64 = bi::sis_feature_FEAT_SIS_CORE as u64;
 const F_TTWU_QUEUE_DESCHED: u64 = bi::sis_feature_FEAT_TTWU_QUEUE_DESCHED as u64;
@@ -77,7 +77,7 @@ macro_rules! run {
     }};
 }
 
-fn io<'a>(skel: &'a mut SisTestSkel<'_>) -> &'a mut crate::sis_test::skel::types::dec_io {
+fn io<'a>(skel: &'a mut SisTestSkel<'_>) -> &'a mut crate::testing::sis_test::skel::types::dec_io {
     &mut skel.maps.bss_data.as_mut().expect("bss mmapped").dec_io
 }
 

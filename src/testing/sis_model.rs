@@ -40,7 +40,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::bpf_intf as bi;
-use crate::topology::TopoDesc;
+use crate::sched::topology::TopoDesc;
 
 pub const STAT_NR: usize = bi::sis_stat_STAT_NR as usize;
 
@@ -597,7 +597,7 @@ pub fn select_task_rq_fair(m: &Machine, w: &Wakeup, mutate: bool) -> Outcome {
 
 /// Counter names (intf.h's, through stats.rs), for failure messages.
 pub fn stat_name(i: usize) -> &'static str {
-    crate::stats::COUNTERS.get(i).map_or("?", |c| c.0)
+    crate::sched::stats::COUNTERS.get(i).map_or("?", |c| c.0)
 }
 
 #[cfg(test)]

@@ -20,8 +20,10 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::bpf_intf as bi;
-use crate::sis_model::{self, stat_name, Cpumask, Flips, Machine, Outcome, Wakeup, STAT_NR};
-use crate::topology::{copy_same_c_type, CpuDesc, TopoDesc};
+use crate::sched::topology::{copy_same_c_type, CpuDesc, TopoDesc};
+use crate::testing::sis_model::{
+    self, stat_name, Cpumask, Flips, Machine, Outcome, Wakeup, STAT_NR,
+};
 
 /// The host test object (src/bpf/testing/sis_test.bpf.c), also driven by calib_test.rs.
 pub(crate) mod skel {

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::features;
+use crate::sched::features;
 
 #[derive(clap::Args, Debug)]
 pub struct AbOpts {
@@ -407,7 +407,8 @@ pub fn ab_main(opts: &AbOpts, shutdown: Arc<AtomicBool>) -> Result<()> {
             features::to_words(words[0]).join(" ")
         );
     }
-    let mut client = crate::stats::connect_once(&crate::stats::StatsConnOpts::default(), "ab")?;
+    let mut client =
+        crate::sched::stats::connect_once(&crate::sched::stats::StatsConnOpts::default(), "ab")?;
     let res = rounds(opts, &words, re.as_ref(), &mut client, &shutdown);
     // whatever happened, the scheduler goes back to what it ran with
     let restored = features::write_live(orig);
@@ -501,7 +502,7 @@ fn rounds(
     opts: &AbOpts,
     words: &[u64; 2],
     re: Option<&regex::Regex>,
-    client: &mut crate::stats::StatsConn,
+    client: &mut crate::sched::stats::StatsConn,
     shutdown: &AtomicBool,
 ) -> Result<Vec<Round>> {
     let mut out = vec![];

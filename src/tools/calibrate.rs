@@ -13,17 +13,17 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::features;
-use crate::sis_fit::{
+use crate::sched::features;
+use crate::sched::sis_fit::{
     depth_p95, read_records, Rec, BUCKETS, CTL_LEASE, CTL_PCT, CTL_PIN, CTL_WEIGHT, LEASE_NS,
     MAX_LLCS, RECS_PIN,
 };
-use crate::sis_util_depth::{sum_util_for_pct, DepthRules};
+use crate::sched::sis_util_depth::{sum_util_for_pct, DepthRules};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct CalibrateOpts {
     /// Seconds of recording per report
-    #[arg(long, default_value_t = 5.0, value_parser = crate::stats::parse_interval)]
+    #[arg(long, default_value_t = 5.0, value_parser = crate::sched::stats::parse_interval)]
     pub interval: f64,
     /// Number of reports (1..=100000); the plot covers them all
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
@@ -73,11 +73,11 @@ struct Report {
 }
 
 fn default_imbalance_pct() -> u64 {
-    crate::sis_util_depth::DEFAULT_IMBALANCE_PCT
+    crate::sched::sis_util_depth::DEFAULT_IMBALANCE_PCT
 }
 
 /// `--from-json`: the last report of a `--json` run, plotted as the run would have.
-fn plot_report(path: &Path, out: &crate::plot::PlotOut) -> Result<u64> {
+fn plot_report(path: &Path, out: &crate::tools::plot::PlotOut) -> Result<u64> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--from-json: reading {}", path.display()))?;
     let Some(line) = text.lines().rev().find(|l| !l.trim().is_empty()) else {
@@ -154,11 +154,11 @@ fn open_pinned(path: &str) -> Result<MapHandle> {
 }
 
 fn ctl_read(ctl: &MapHandle, key: u32) -> u64 {
-    crate::bpf_maps::lookup_u64(ctl, key).unwrap_or(0)
+    crate::sched::bpf_maps::lookup_u64(ctl, key).unwrap_or(0)
 }
 
 fn renew_lease(ctl: &MapHandle) -> Result<()> {
-    let until = crate::bpf_maps::monotonic_ns() + LEASE_NS;
+    let until = crate::sched::bpf_maps::monotonic_ns() + LEASE_NS;
     ctl.update(
         &CTL_LEASE.to_ne_bytes(),
         &until.to_ne_bytes(),
@@ -172,7 +172,7 @@ pub fn calibrate_main(opts: &CalibrateOpts, shutdown: &AtomicBool) -> Result<()>
     let plot_out = opts
         .plot
         .as_deref()
-        .map(crate::plot::check_out)
+        .map(crate::tools::plot::check_out)
         .transpose()?;
     if let (Some(json), Some(out)) = (&opts.from_json, &plot_out) {
         let n = plot_report(json, out)?;
@@ -282,7 +282,7 @@ fn print_table(r: &Report) {
     }
 }
 
-/// matplotlib script for crate::plot::render (data, title, out defined there)
+/// matplotlib script for crate::tools::plot::render (data, title, out defined there)
 const PLOT_PY: &str = r#"
 d = data
 fig, ax = plt.subplots(figsize=(8.0, 5.0))
@@ -321,7 +321,7 @@ fn plot(
     imbalance_pct: u64,
     rules: DepthRules,
     features: &str,
-    out: &crate::plot::PlotOut,
+    out: &crate::tools::plot::PlotOut,
 ) -> Result<u64> {
     let curve: Vec<(u64, u64)> = (0..=100u64)
         .map(|pct| (pct, sis_util_depth(pct, weight, imbalance_pct, rules)))
@@ -339,7 +339,7 @@ fn plot(
         "scx_sisutil calibrate: LLC of {weight} CPUs\non: {}",
         on.join(" ")
     );
-    crate::plot::render(PLOT_PY, &data, out, &title)
+    crate::tools::plot::render(PLOT_PY, &data, out, &title)
 }
 
 #[cfg(test)]
@@ -357,7 +357,7 @@ mod tests {
         recs[8].no_idle = 50;
         let b = buckets(&recs, &[8], 117, DepthRules::default());
         let dir = tempfile::tempdir().unwrap();
-        let out = crate::plot::check_out(&dir.path().join("calib.png")).unwrap();
+        let out = crate::tools::plot::check_out(&dir.path().join("calib.png")).unwrap();
         plot(
             &b,
             8,
@@ -378,7 +378,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let json = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("docs/results/calibrate-2026-11-23/sis_util.json");
-        let out = crate::plot::check_out(&dir.path().join("c.png")).unwrap();
+        let out = crate::tools::plot::check_out(&dir.path().join("c.png")).unwrap();
         assert!(plot_report(&json, &out).unwrap() > 10_000);
         let bad = dir.path().join("bad.json");
         std::fs::write(&bad, "{\"buckets\": 1}\n").unwrap();

@@ -26,9 +26,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::bpf_intf as bi;
-use crate::features::{self, Preset};
-use crate::sis_util_depth::{sum_util_for_pct, DepthRules, DEFAULT_IMBALANCE_PCT};
-use crate::topology::{copy_same_c_type, TopoDesc};
+use crate::sched::features::{self, Preset};
+use crate::sched::sis_util_depth::{sum_util_for_pct, DepthRules, DEFAULT_IMBALANCE_PCT};
+use crate::sched::topology::{copy_same_c_type, TopoDesc};
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/cost_skel.rs"));
@@ -675,7 +675,7 @@ fn print_table(rows: &[Row]) {
     }
 }
 
-/// matplotlib script for crate::plot::render (data, title, out defined there)
+/// matplotlib script for crate::tools::plot::render (data, title, out defined there)
 const PLOT_PY: &str = r#"
 rows = data
 loads = sorted({r["busy_pct"] for r in rows})
@@ -725,13 +725,13 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
-fn plot(rows: &[Row], out: &crate::plot::PlotOut) -> Result<u64> {
+fn plot(rows: &[Row], out: &crate::tools::plot::PlotOut) -> Result<u64> {
     let title = format!(
         "scx_sisutil placement-cost on {} (kernel {})",
         cpu_model(),
         kernel_release()
     );
-    crate::plot::render(PLOT_PY, rows, out, &title)
+    crate::tools::plot::render(PLOT_PY, rows, out, &title)
 }
 
 fn kernel_release() -> String {
@@ -750,7 +750,7 @@ pub struct LoaderRow {
     pub loader_cpu: usize,
     pub writer_cpu: usize,
     /// hot: the update alone, every line last written by the timing thread itself just
-    /// before (what --loader measured before issue #26)
+    /// before (all that --loader measured at first)
     pub hot_intervals: u32,
     pub hot_us: f64,
     pub hot_p25: f64,
@@ -895,22 +895,26 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
         .sis_features
         .update(&0u32.to_ne_bytes(), &feat.to_ne_bytes(), MapFlags::ANY)
         .context("setting the feature word")?;
-    let fw = crate::bpf_maps::MappedWords::map(&bpf.skel.maps.sis_features, 1, "the feature word")?;
-    let mut up = crate::loader::UtilUpdate::new(llcs, n, DEFAULT_IMBALANCE_PCT);
+    let fw = crate::sched::bpf_maps::MappedWords::map(
+        &bpf.skel.maps.sis_features,
+        1,
+        "the feature word",
+    )?;
+    let mut up = crate::sched::loader::UtilUpdate::new(llcs, n, DEFAULT_IMBALANCE_PCT);
     let interval_ns = opts.interval_ms * 1_000_000;
     let interval = std::time::Duration::from_millis(opts.interval_ms);
     let hot_intervals = opts.runs.max(1) * 300;
     let intervals = opts.runs.max(1) * 50;
     let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
     let lines = Lines {
-        cpu: crate::bpf_maps::intf_slice::<_, bi::cpu_ctx>(&mut bss.cpu_ctxs).as_mut_ptr(),
-        llc: crate::bpf_maps::intf_slice::<_, bi::llc_ctx>(&mut bss.llc_ctxs).as_mut_ptr(),
+        cpu: crate::sched::bpf_maps::intf_slice::<_, bi::cpu_ctx>(&mut bss.cpu_ctxs).as_mut_ptr(),
+        llc: crate::sched::bpf_maps::intf_slice::<_, bi::llc_ctx>(&mut bss.llc_ctxs).as_mut_ptr(),
         nr_cpus: n,
         nr_llcs,
     };
     // SAFETY (both): the .bss arrays hold MAX_CPUS / MAX_LLCS entries; n and nr_llcs are
     // within them (checked above and by the option's range); see Lines
-    let update = |up: &mut crate::loader::UtilUpdate, now: u64| unsafe {
+    let update = |up: &mut crate::sched::loader::UtilUpdate, now: u64| unsafe {
         up.update(
             DepthRules::of(fw.read(0)),
             now,
@@ -1274,7 +1278,7 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
     let plot_out = opts
         .plot
         .as_deref()
-        .map(crate::plot::check_out)
+        .map(crate::tools::plot::check_out)
         .transpose()?;
     let rows = measure(opts, true)?;
     if opts.json {

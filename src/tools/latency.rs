@@ -12,7 +12,7 @@ use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
 
 use crate::bpf_intf as bi;
-use crate::wait_hist::{quantile, NR_BUCKETS};
+use crate::sched::wait_hist::{quantile, NR_BUCKETS};
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/waitlat_skel.rs"));
@@ -31,7 +31,7 @@ pub struct LatencyOpts {
 }
 
 fn parse_duration(s: &str) -> std::result::Result<f64, String> {
-    crate::stats::parse_secs(s, "duration", 0.1, 86400.0)
+    crate::sched::stats::parse_secs(s, "duration", 0.1, 86400.0)
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -131,7 +131,7 @@ pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
             Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())),
         );
     }
-    let now = crate::bpf_maps::monotonic_ns();
+    let now = crate::sched::bpf_maps::monotonic_ns();
     let elapsed = t0.elapsed().as_secs_f64();
     // detach first: the maps stop changing while they are read (under load, reading takes
     // a while and the pending map would fill with wake-ups from after `now`)
@@ -153,7 +153,7 @@ pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
     };
     let (mut all_sum, mut all_max) = (0u64, 0u64);
     for (k, l) in levels.iter_mut().enumerate() {
-        let hists = crate::bpf_maps::lookup_percpu_as::<bi::lat_hist, _>(
+        let hists = crate::sched::bpf_maps::lookup_percpu_as::<bi::lat_hist, _>(
             &sk.maps.lat_hists,
             k as u32,
             "the latency histograms",
@@ -252,7 +252,7 @@ fn print_table(r: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wait_hist::{bucket_hi, bucket_of};
+    use crate::sched::wait_hist::{bucket_hi, bucket_of};
 
     /// The tracer on the host kernel (root and bpf(), as the sis_test host tests): a thread
     /// at nice 7 sleeps 1 ms 200 times; its wake-ups are counted at nice 7 with waits that

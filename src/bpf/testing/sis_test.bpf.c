@@ -13,7 +13,6 @@
 #include "sis.bpf.h"
 #include "idle.bpf.h"
 #include "decide.bpf.h"
-#include "steal.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -195,8 +194,9 @@ int test_kick(void *a)
 /*
  * The steal (steal.bpf.h) over synthetic DSQs: steal_dsq_nr[l] tasks in LLC
  * l's DSQ (a move takes one), llc_queued and steal_uncounted as the test
- * sets them. dec_io.llc is the stealer's LLC; out_cpu the LLC stolen from
- * (-1 none), probed the moves tried, first the LLCs walked.
+ * sets them; the move is defined here, before the header
+ * (STEAL_ENV_DEFINED). dec_io.llc is the stealer's LLC; out_cpu the LLC
+ * stolen from (-1 none), probed the moves tried, first the LLCs walked.
  */
 u32 steal_dsq_nr[MAX_LLCS];
 
@@ -213,6 +213,9 @@ static __always_inline bool steal_move(struct steal_env *e, s32 llc)
 	(*n)--;
 	return true;
 }
+
+#define STEAL_ENV_DEFINED
+#include "steal.bpf.h"
 
 SEC("syscall")
 int test_steal(void *a)

@@ -284,7 +284,7 @@ int placement_cost(void *ctx)
 
 /*
  * `placement-cost --contention`: what a word written by every CPU on every
- * wake-up costs when several CPUs write it at once (issue #26 item 5). Each
+ * wake-up costs when several CPUs write it at once. Each
  * thread of the caller, pinned to its own CPU, runs this program at the
  * same time; it times cont_cfg.iters updates (16 per iterator step) of
  *   CONT_SHARED  one word, an atomic add from every CPU (the LLC clock, the
