@@ -27,20 +27,6 @@
 #include "sis_ctx.bpf.h"
 #include "calib.bpf.h"
 
-static __always_inline struct cpu_ctx *sis_cpu_ctx(s32 cpu)
-{
-	if (cpu < 0 || cpu >= MAX_CPUS)
-		return NULL;
-	return &cpu_ctxs[cpu & (MAX_CPUS - 1)];
-}
-
-static __always_inline struct llc_ctx *sis_llc_ctx(s32 llc)
-{
-	if (llc < 0 || llc >= MAX_LLCS)
-		return NULL;
-	return &llc_ctxs[llc & (MAX_LLCS - 1)];
-}
-
 /* Take an idle CPU (scx_bpf_test_and_clear_cpu_idle) and remember it. */
 static __always_inline bool sis_take(struct sis_ctx *c, s32 cpu)
 {
@@ -374,14 +360,14 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 		nr = sis_util_nr(lc);
 		c->depth_hit = STAT_HIT_SIS_UTIL;
 		if (nr == 1) {
-			sis_calib(c, target, nr);
+			sis_calib(c, target, nr, has_idle_core);
 			/* "overloaded LLC is unlikely to have idle cpu/core" */
 			sis_inc(c, STAT_SCAN_SKIPPED);
 			sis_inc(c, STAT_HIT_SIS_UTIL);
 			return -1;
 		}
 	}
-	sis_calib(c, target, nr);
+	sis_calib(c, target, nr, has_idle_core);
 
 	start = topo.llc_start[llc & (MAX_LLCS - 1)];
 	nr_cpus = topo.llc_nr[llc & (MAX_LLCS - 1)];
@@ -644,14 +630,18 @@ static s32 wake_affine_weight(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sy
 static s32 wake_affine(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync)
 {
 	s32 target = wake_affine_idle(c, this_cpu, prev, sync);
+	bool weight = false;
 
 	if (sis_feat(c, FEAT_WA_WEIGHT) && target < 0) {
 		target = wake_affine_weight(c, this_cpu, prev, sync);
-		if (target == this_cpu)
-			sis_inc(c, STAT_HIT_WA_WEIGHT);
+		weight = target == this_cpu;
 	}
 	if (target != this_cpu)
 		return prev;
+	/* the wake-up goes to this_cpu's LLC: its counters are counted there from here */
+	sis_count_in(c, this_cpu);
+	if (weight)
+		sis_inc(c, STAT_HIT_WA_WEIGHT);
 	sis_inc(c, STAT_WAKE_AFFINE);
 	return this_cpu;
 }

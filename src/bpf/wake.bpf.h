@@ -247,7 +247,7 @@ static struct sis_wake_state *waker_state(struct task_struct *cur, s32 this_cpu,
  */
 static void wake_claimed(s32 cpu)
 {
-	struct cpu_ctx *cc = cpu_ctx(cpu);
+	struct cpu_ctx *cc = sis_cpu_ctx(cpu);
 	u64 delta;
 
 	if (!cc)
@@ -295,7 +295,7 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 	c->wakee_load = tctx->load_avg;
 	/* is_per_cpu_kthread(current); in_task() is taken as true (DESIGN.md) */
 	c->pcpu_kthread = (cur->flags & PF_KTHREAD) && cur->nr_cpus_allowed == 1;
-	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
+	sis_count_in(c, prev_cpu);	/* prev's LLC, unless wake_affine() picks this_cpu */
 	wake_allowed(c, p->cpus_ptr, p->nr_cpus_allowed);
 
 	/* TTWU_QUEUE_DESCHED: the activation happens on prev, no select_task_rq() at all */
@@ -313,7 +313,6 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
 		sis_inc(c, STAT_DIRECT);
 	}
-	flush_counters(c, cpu);
 	return cpu;
 }
 
