@@ -109,7 +109,9 @@ __noinline int calib_record(struct sis_ctx *c)
 	 * SIS_UTIL skipped (nr 1); the idle-core scan is not bounded by nr.
 	 */
 	depth = c->calib_core ? SIS_INT_MAX : c->calib_nr - 1;
-	lc = &llc_ctxs[llc & (MAX_LLCS - 1)];
+	lc = sis_llc_ctx(llc);
+	if (!lc)
+		return 0;
 	weight = READ_ONCE(lc->weight);
 	bucket = weight ? READ_ONCE(lc->util_sum) * 10 / (weight * SCHED_CAPACITY) : 0;
 	if (bucket >= CALIB_BUCKETS)
