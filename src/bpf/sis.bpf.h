@@ -36,6 +36,14 @@ static __always_inline bool sis_take(struct sis_ctx *c, s32 cpu)
 	return true;
 }
 
+/* select_idle_sibling()'s returns: the idle mask put back, @cpu returned */
+static __always_inline s32 sis_idle_done(struct sis_ctx *c, const struct cpumask *idle_mask,
+					 s32 cpu)
+{
+	sis_idle_put(c, idle_mask);
+	return cpu;
+}
+
 /*
  * Counters, as Mel Gorman's SIS schedstats (se_eff/dom_eff, quoted in the SIS_UTIL thread):
  * the fast checks of target, prev and recent_used_cpu are ONE scan,
@@ -48,9 +56,10 @@ static __always_inline bool sis_take(struct sis_ctx *c, s32 cpu)
  */
 
 /* A fast-path check (target, prev, recent): already counted as one scan. */
-static __always_inline bool sis_fast_claim(struct sis_ctx *c, s32 cpu)
+static __always_inline bool sis_fast_claim(struct sis_ctx *c, const struct cpumask *idle_mask,
+					   s32 cpu)
 {
-	return sis_idle(c, cpu) && sis_take(c, cpu);
+	return sis_idle(c, idle_mask, cpu) && sis_take(c, cpu);
 }
 
 /* A CPU visited by the domain search: scanned and domain-scanned. */
@@ -61,10 +70,10 @@ static __always_inline void sis_count_scan(struct sis_ctx *c)
 }
 
 /* Probe in the domain search: counted, then available_idle_cpu(). */
-static __always_inline bool sis_probe(struct sis_ctx *c, s32 cpu)
+static __always_inline bool sis_probe(struct sis_ctx *c, const struct cpumask *idle_mask, s32 cpu)
 {
 	sis_count_scan(c);
-	return sis_idle(c, cpu);
+	return sis_idle(c, idle_mask, cpu);
 }
 
 /*
@@ -165,7 +174,8 @@ static __attribute__((unused)) void update_idle_core(u64 feat, s32 cpu)
  * fallback of the whole scan. A busy core's threads are taken out of the
  * scan (cpumask_andnot(cpus, cpus, cpu_smt_mask(core))): @removed.
  */
-static s32 select_idle_core(struct sis_ctx *c, s32 core, s32 *idle_cpu, u64 *removed)
+static s32 select_idle_core(struct sis_ctx *c, const struct cpumask *idle_mask, s32 core,
+			    s32 *idle_cpu, u64 *removed)
 {
 	bool idle = true;
 	u32 i, nr;
@@ -177,7 +187,7 @@ static s32 select_idle_core(struct sis_ctx *c, s32 core, s32 *idle_cpu, u64 *rem
 	bpf_for(i, 0, nr) {
 		s32 cpu = smt_sibling(core, i);
 
-		if (!sis_probe(c, cpu)) {
+		if (!sis_probe(c, idle_mask, cpu)) {
 			idle = false;
 			/* sched_idle_cpu() fallback is not modelled: no SCHED_IDLE rqs */
 			if (*idle_cpu == -1)
@@ -203,7 +213,7 @@ static s32 select_idle_core(struct sis_ctx *c, s32 core, s32 *idle_cpu, u64 *rem
  * Every CPU of that loop is counted, at the top of the loop body, as the
  * schedstat patch counts (target itself included).
  */
-static s32 select_idle_smt(struct sis_ctx *c, s32 target)
+static s32 select_idle_smt(struct sis_ctx *c, const struct cpumask *idle_mask, s32 target)
 {
 	u32 i, nr;
 
@@ -222,7 +232,7 @@ static s32 select_idle_smt(struct sis_ctx *c, s32 target)
 		/* isolcpus: a sibling may be outside the LLC domain */
 		if (!sis_share_cache(cpu, target))
 			continue;
-		if (sis_idle(c, cpu) && sis_take(c, cpu))
+		if (sis_idle(c, idle_mask, cpu) && sis_take(c, cpu))
 			return cpu;
 	}
 	return -1;
@@ -333,7 +343,8 @@ static __always_inline s64 sis_util_nr(struct llc_ctx *lc)
  * "because !--nr is the condition to stop scan" (SIS_UTIL). With an idle
  * core expected the scan looks for whole cores and is not bounded by nr.
  */
-static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
+static s32 select_idle_cpu(struct sis_ctx *c, const struct cpumask *idle_mask, s32 target,
+			   bool has_idle_core)
 {
 	u64 removed[MAX_CPUS / 64] = {};
 	s32 llc = sis_cpu_llc(target), idle_cpu = -1;
@@ -387,7 +398,7 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 			continue;
 
 		if (has_idle_core) {
-			s32 core = select_idle_core(c, cpu, &idle_cpu, removed);
+			s32 core = select_idle_core(c, idle_mask, cpu, &idle_cpu, removed);
 
 			if (core >= 0) {
 				sis_inc(c, STAT_HIT_SIS_CORE);
@@ -401,7 +412,7 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 			}
 			/* __select_idle_cpu() */
 			probes++;
-			if (sis_probe(c, cpu) && sis_take(c, cpu)) {
+			if (sis_probe(c, idle_mask, cpu) && sis_take(c, cpu)) {
 				idle_cpu = cpu;
 				break;
 			}
@@ -424,10 +435,13 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 /*
  * select_idle_sibling() (fair.c): the fast checks (target, prev, the
  * per-CPU kthread stacking, recent_used_cpu), the SMT sibling of prev,
- * then the LLC scan. @recent_used_cpu points to p->recent_used_cpu.
+ * then the LLC scan. @recent_used_cpu points to p->recent_used_cpu. The
+ * idle mask is fetched once, here, for every test below; each return puts
+ * it back (sis_idle_done()).
  */
 static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *recent_used_cpu)
 {
+	const struct cpumask *idle_mask = sis_idle_get(c);
 	bool has_idle_core = false;
 	s32 i, llc, recent;
 
@@ -438,16 +452,16 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 	 */
 	sis_inc(c, STAT_SCANNED);
 
-	if (sis_allowed(c, target) && sis_fast_claim(c, target)) {
+	if (sis_allowed(c, target) && sis_fast_claim(c, idle_mask, target)) {
 		sis_inc(c, STAT_FAST);
-		return target;
+		return sis_idle_done(c, idle_mask, target);
 	}
 
 	/* "If the previous CPU is cache affine and idle, don't be stupid" */
 	if (prev != target && sis_share_cache(prev, target) && sis_allowed(c, prev) &&
-	    sis_fast_claim(c, prev)) {
+	    sis_fast_claim(c, idle_mask, prev)) {
 		sis_inc(c, STAT_FAST);
-		return prev;
+		return sis_idle_done(c, idle_mask, prev);
 	}
 
 	/*
@@ -460,7 +474,7 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 	if (c->pcpu_kthread && prev == c->this_cpu &&
 	    sis_nr_running(c, c->this_cpu) <= 1 && sis_allowed(c, prev)) {
 		sis_inc(c, STAT_FAST);
-		return prev;
+		return sis_idle_done(c, idle_mask, prev);
 	}
 
 	/* "Check a recently used CPU as a potential idle candidate" */
@@ -468,15 +482,15 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 	*recent_used_cpu = prev;
 	if (recent >= 0 && recent != prev && recent != target &&
 	    sis_share_cache(recent, target) && sis_allowed(c, recent) &&
-	    sis_fast_claim(c, recent)) {
+	    sis_fast_claim(c, idle_mask, recent)) {
 		sis_inc(c, STAT_FAST);
 		sis_inc(c, STAT_RECENT);
-		return recent;
+		return sis_idle_done(c, idle_mask, recent);
 	}
 
 	llc = sis_cpu_llc(target);
 	if (llc < 0)
-		return target;
+		return sis_idle_done(c, idle_mask, target);
 
 	/* the fast checks failed: a domain search, the SMT sibling included */
 	sis_inc(c, STAT_DOMAIN_SEARCH);
@@ -485,20 +499,20 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 	if (topo.smt && sis_feat(c, FEAT_SIS_CORE)) {
 		has_idle_core = test_idle_cores(llc);
 		if (!has_idle_core && sis_share_cache(prev, target)) {
-			i = select_idle_smt(c, prev);
+			i = select_idle_smt(c, idle_mask, prev);
 			if (i >= 0) {
 				sis_inc(c, STAT_SMT);
-				return i;
+				return sis_idle_done(c, idle_mask, i);
 			}
 		}
 	}
 
-	i = select_idle_cpu(c, target, has_idle_core);
+	i = select_idle_cpu(c, idle_mask, target, has_idle_core);
 	if (i >= 0)
-		return i;
+		return sis_idle_done(c, idle_mask, i);
 
 	sis_inc(c, STAT_FAILED);
-	return target;
+	return sis_idle_done(c, idle_mask, target);
 }
 
 /* ---- select_task_rq_fair() and the wake_affine steps ---- */
@@ -550,14 +564,15 @@ static bool wake_wide(struct sis_ctx *c, struct sis_wake_state *waker,
  * check for idle core" (2020) as WA_IDLE_PREV: after the interrupt and sync
  * cases, an idle prev_cpu wins. Returns -1 for nr_cpumask_bits.
  */
-static s32 wake_affine_idle(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync)
+static s32 wake_affine_idle(struct sis_ctx *c, const struct cpumask *idle_mask, s32 this_cpu,
+			    s32 prev, bool sync)
 {
 	/*
 	 * "If this_cpu is idle, it implies the wakeup is from interrupt
 	 * context. Only allow the move if cache is shared."
 	 */
-	if (sis_idle(c, this_cpu) && sis_share_cache(this_cpu, prev))
-		return sis_idle(c, prev) ? prev : this_cpu;
+	if (sis_idle(c, idle_mask, this_cpu) && sis_share_cache(this_cpu, prev))
+		return sis_idle(c, idle_mask, prev) ? prev : this_cpu;
 
 	/*
 	 * "if (sync) { rq = cpu_rq(this_cpu); if ((rq->nr_running - cfs_h_nr_delayed(rq)) == 1)
@@ -569,7 +584,7 @@ static s32 wake_affine_idle(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync
 	if (sync && sis_nr_running(c, this_cpu) - sis_nr_delayed(c, this_cpu) == 1)
 		return this_cpu;
 
-	if (sis_feat(c, FEAT_WA_IDLE_PREV) && sis_idle(c, prev)) {
+	if (sis_feat(c, FEAT_WA_IDLE_PREV) && sis_idle(c, idle_mask, prev)) {
 		sis_inc(c, STAT_HIT_WA_IDLE_PREV);
 		return prev;
 	}
@@ -626,11 +641,17 @@ static s32 wake_affine_weight(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sy
 	return this_eff < prev_eff ? this_cpu : -1;
 }
 
-/* wake_affine() (fair.c): this_cpu if the checks say so, else prev. */
+/*
+ * wake_affine() (fair.c): this_cpu if the checks say so, else prev. The idle
+ * mask is fetched once for wake_affine_idle()'s tests.
+ */
 static s32 wake_affine(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync)
 {
-	s32 target = wake_affine_idle(c, this_cpu, prev, sync);
+	const struct cpumask *idle_mask = sis_idle_get(c);
+	s32 target = wake_affine_idle(c, idle_mask, this_cpu, prev, sync);
 	bool weight = false;
+
+	sis_idle_put(c, idle_mask);
 
 	if (sis_feat(c, FEAT_WA_WEIGHT) && target < 0) {
 		target = wake_affine_weight(c, this_cpu, prev, sync);

@@ -202,7 +202,9 @@ static __always_inline bool sis_share_cache(s32 a, s32 b)
 
 /*
  * The primitives (defined by wake.bpf.h or synth.bpf.h):
- *   sis_idle(c, cpu)        available_idle_cpu(): a read, no claim
+ *   sis_idle_get(c)         the idle mask, fetched once by each step that reads it
+ *                           (select_idle_sibling(), wake_affine()); sis_idle_put(c, m) puts it
+ *   sis_idle(c, m, cpu)     available_idle_cpu(): a read of the fetched mask @m, no claim
  *   sis_claim(c, cpu)       take an idle CPU (test_and_clear)
  *   sis_nr_running(c, cpu)  cpu_rq(cpu)->nr_running
  *   sis_nr_delayed(c, cpu)  cfs_h_nr_delayed(cpu_rq(cpu)): fair tasks kept queued by
@@ -210,7 +212,9 @@ static __always_inline bool sis_share_cache(s32 a, s32 b)
  *   sis_jiffies(c), sis_hz()                 jiffies, HZ
  *   calib_idle_words(c, dst, nr)             the first nr words of the idle mask
  */
-static __always_inline bool sis_idle(struct sis_ctx *c, s32 cpu);
+static __always_inline const struct cpumask *sis_idle_get(struct sis_ctx *c);
+static __always_inline void sis_idle_put(struct sis_ctx *c, const struct cpumask *idle_mask);
+static __always_inline bool sis_idle(struct sis_ctx *c, const struct cpumask *idle_mask, s32 cpu);
 static __always_inline bool sis_claim(struct sis_ctx *c, s32 cpu);
 static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu);
 static __always_inline u32 sis_nr_delayed(struct sis_ctx *c, s32 cpu);

@@ -35,7 +35,17 @@ u64 synth_idle[MAX_CPUS / 64];
 u64 synth_jiffies;
 u32 synth_hz, synth_real_time;
 
-static __always_inline bool sis_idle(struct sis_ctx *c, s32 cpu)
+/* the synthetic idle mask is synth_idle itself: nothing to fetch or put */
+static __always_inline const struct cpumask *sis_idle_get(struct sis_ctx *c)
+{
+	return NULL;
+}
+
+static __always_inline void sis_idle_put(struct sis_ctx *c, const struct cpumask *idle_mask)
+{
+}
+
+static __always_inline bool sis_idle(struct sis_ctx *c, const struct cpumask *idle_mask, s32 cpu)
 {
 	return mask_test(synth_idle, cpu);
 }

@@ -22,13 +22,20 @@ extern const int CONFIG_HZ __kconfig __weak;
 
 /* ---- the primitives sis.bpf.h runs on: sched_ext's idle tracking ---- */
 
-static __always_inline bool sis_idle(struct sis_ctx *c, s32 cpu)
+/* the idle mask: a reference, taken once per step that reads it and put on each of its exits */
+static __always_inline const struct cpumask *sis_idle_get(struct sis_ctx *c)
 {
-	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
-	bool ret = cpu >= 0 && bpf_cpumask_test_cpu(cpu, idle);
+	return scx_bpf_get_idle_cpumask();
+}
 
-	scx_bpf_put_idle_cpumask(idle);
-	return ret;
+static __always_inline void sis_idle_put(struct sis_ctx *c, const struct cpumask *idle_mask)
+{
+	scx_bpf_put_idle_cpumask(idle_mask);
+}
+
+static __always_inline bool sis_idle(struct sis_ctx *c, const struct cpumask *idle_mask, s32 cpu)
+{
+	return cpu >= 0 && bpf_cpumask_test_cpu(cpu, idle_mask);
 }
 
 static __always_inline bool sis_claim(struct sis_ctx *c, s32 cpu)
