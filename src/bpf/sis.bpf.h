@@ -65,8 +65,7 @@ static __always_inline bool sis_fast_claim(struct sis_ctx *c, const struct cpuma
 /* A CPU visited by the domain search: scanned and domain-scanned. */
 static __always_inline void sis_count_scan(struct sis_ctx *c)
 {
-	sis_inc(c, STAT_SCANNED);
-	sis_inc(c, STAT_DOMAIN_SCANNED);
+	sis_inc2(c, STAT_SCANNED, STAT_DOMAIN_SCANNED);
 }
 
 /* Probe in the domain search: counted, then available_idle_cpu(). */

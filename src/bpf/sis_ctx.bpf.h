@@ -148,6 +148,12 @@ static __always_inline void sis_inc(struct sis_ctx *c, u32 stat)
 	if (stat < STAT_NR)
 		c->cnt[stat]++;
 }
+
+static __always_inline void sis_inc2(struct sis_ctx *c, u32 a, u32 b)
+{
+	sis_inc(c, a);
+	sis_inc(c, b);
+}
 #else
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -189,6 +195,19 @@ static __always_inline void sis_inc(struct sis_ctx *c, u32 stat)
 
 	if (sc && stat < STAT_NR)
 		sc->cnt[stat]++;
+}
+
+/* two counters, one lookup of the row (each CPU a scan visits counts two) */
+static __always_inline void sis_inc2(struct sis_ctx *c, u32 a, u32 b)
+{
+	struct sis_counters *sc = bpf_map_lookup_elem(&sis_stats, &c->stats_llc);
+
+	if (!sc)
+		return;
+	if (a < STAT_NR)
+		sc->cnt[a]++;
+	if (b < STAT_NR)
+		sc->cnt[b]++;
 }
 #endif
 
