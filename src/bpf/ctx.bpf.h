@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The scheduler's context: its knobs, the live feature word, the per-task
- * context (task storage) and the per-CPU context (cpu_ctxs; it and the SIS
- * statistics, sis_stats, in sis_ctx.bpf.h). Every other room reads them through the
- * helpers here.
+ * context (task storage) and the helpers every room reads them through. The
+ * per-CPU and per-LLC context and the SIS statistics (sis_stats) are in
+ * sis_ctx.bpf.h, with their accessors.
  */
 #pragma once
 
