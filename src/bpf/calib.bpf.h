@@ -108,8 +108,10 @@ __noinline int calib_record(struct sis_ctx *c)
 	 * "!--nr is the condition to stop scan": nr - 1 CPUs probed, 0 when
 	 * SIS_UTIL skipped (nr 1); the idle-core scan is not bounded by nr.
 	 */
-	depth = c->cnt[STAT_CORE_SEARCH] ? SIS_INT_MAX : c->calib_nr - 1;
-	lc = &llc_ctxs[llc & (MAX_LLCS - 1)];
+	depth = c->calib_core ? SIS_INT_MAX : c->calib_nr - 1;
+	lc = sis_llc_ctx(llc);
+	if (!lc)
+		return 0;
 	weight = READ_ONCE(lc->weight);
 	bucket = weight ? READ_ONCE(lc->util_sum) * 10 / (weight * SCHED_CAPACITY) : 0;
 	if (bucket >= CALIB_BUCKETS)
@@ -185,13 +187,15 @@ __noinline int calib_record(struct sis_ctx *c)
 }
 
 /*
- * The hook of select_idle_cpu(): remember the scan's nr (the depth + 1), two
- * stores and no branch (a call there made the wake path too complex to verify).
+ * The hook of select_idle_cpu(): remember the scan's nr (the depth + 1) and
+ * whether it looks for idle cores, three stores and no branch (a call there
+ * made the wake path too complex to verify).
  */
-static __always_inline void sis_calib(struct sis_ctx *c, s32 target, s64 nr)
+static __always_inline void sis_calib(struct sis_ctx *c, s32 target, s64 nr, bool core)
 {
 	c->calib_target = target;
 	c->calib_nr = nr;
+	c->calib_core = core;
 }
 
 /*

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The scheduler's context: its knobs, the live feature word, the SIS
- * statistics, the per-task context (task storage) and the per-CPU context
- * (cpu_ctxs, sis_ctx.bpf.h). Every other room reads them through the
- * helpers here.
+ * The scheduler's context: its knobs, the live feature word, the per-task
+ * context (task storage) and the helpers every room reads them through. The
+ * per-CPU and per-LLC context and the SIS statistics (sis_stats) are in
+ * sis_ctx.bpf.h, with their accessors.
  */
 #pragma once
 
@@ -26,18 +26,6 @@ struct {
 	__type(key, u32);
 	__type(value, u64);
 } sis_features SEC(".maps");
-
-struct sis_counters {
-	u64 cnt[STAT_NR];
-};
-
-/* Counters per LLC, per CPU: no shared atomics on the hot paths. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, MAX_LLCS);
-	__type(key, u32);
-	__type(value, struct sis_counters);
-} sis_stats SEC(".maps");
 
 /* One wake-up's state (struct sis_ctx is too large for the BPF stack). */
 struct {
@@ -71,33 +59,12 @@ static u64 features(void)
 	return f ? *f : 0;
 }
 
-static struct sis_counters *llc_counters(s32 llc)
-{
-	u32 key = llc < 0 ? 0 : llc;
-
-	return bpf_map_lookup_elem(&sis_stats, &key);
-}
-
 static void stat_inc(s32 llc, u32 stat)
 {
 	struct sis_counters *sc = llc_counters(llc);
 
 	if (sc && stat < STAT_NR)
 		sc->cnt[stat]++;
-}
-
-/* a wake-up's counters into its LLC's */
-static void flush_counters(struct sis_ctx *c, s32 cpu)
-{
-	struct sis_counters *sc = llc_counters(sis_cpu_llc(cpu));
-	u32 i;
-
-	if (!sc)
-		return;
-	/* unrolled: no iterator call and no back-edge per counter */
-#pragma unroll
-	for (i = 0; i < STAT_NR; i++)
-		sc->cnt[i] += c->cnt[i];
 }
 
 /* cpu_possible_mask and its weight (ops.init, cpu_ctx_init; the cost harness sets its own) */
@@ -116,13 +83,6 @@ static void copy_allowed(struct sis_ctx *c, const struct cpumask *mask)
 		}
 		c->allowed[i & (MAX_CPUS / 64 - 1)] = BPF_CORE_READ(mask, bits[i & (MAX_CPUS / 64 - 1)]);
 	}
-}
-
-static struct cpu_ctx *cpu_ctx(s32 cpu)
-{
-	if (cpu < 0 || cpu >= MAX_CPUS)
-		return NULL;
-	return &cpu_ctxs[cpu & (MAX_CPUS - 1)];
 }
 
 /* ops.init_task: the task's context, fair.c's initial values */
@@ -170,7 +130,7 @@ static void cpu_ctx_init(void)
 	scx_bpf_put_cpumask(possible);
 
 	bpf_for(l, 0, MAX_CPUS) {
-		struct cpu_ctx *cc = cpu_ctx(l);
+		struct cpu_ctx *cc = sis_cpu_ctx(l);
 
 		if (l >= topo.nr_cpu_ids || !cc)
 			break;
@@ -184,7 +144,7 @@ static void cpu_ctx_init(void)
 /* ops.running: cpu_ctx.last_pid, the last task that ran on the CPU */
 static void cpu_note_running(struct task_struct *p)
 {
-	struct cpu_ctx *cc = cpu_ctx(scx_bpf_task_cpu(p));
+	struct cpu_ctx *cc = sis_cpu_ctx(scx_bpf_task_cpu(p));
 
 	if (cc)
 		WRITE_ONCE(cc->last_pid, p->pid);

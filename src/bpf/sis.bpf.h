@@ -27,20 +27,6 @@
 #include "sis_ctx.bpf.h"
 #include "calib.bpf.h"
 
-static __always_inline struct cpu_ctx *sis_cpu_ctx(s32 cpu)
-{
-	if (cpu < 0 || cpu >= MAX_CPUS)
-		return NULL;
-	return &cpu_ctxs[cpu & (MAX_CPUS - 1)];
-}
-
-static __always_inline struct llc_ctx *sis_llc_ctx(s32 llc)
-{
-	if (llc < 0 || llc >= MAX_LLCS)
-		return NULL;
-	return &llc_ctxs[llc & (MAX_LLCS - 1)];
-}
-
 /* Take an idle CPU (scx_bpf_test_and_clear_cpu_idle) and remember it. */
 static __always_inline bool sis_take(struct sis_ctx *c, s32 cpu)
 {
@@ -48,6 +34,14 @@ static __always_inline bool sis_take(struct sis_ctx *c, s32 cpu)
 		return false;
 	c->claimed = cpu;
 	return true;
+}
+
+/* select_idle_sibling()'s returns: the idle mask put back, @cpu returned */
+static __always_inline s32 sis_idle_done(struct sis_ctx *c, const struct cpumask *idle_mask,
+					 s32 cpu)
+{
+	sis_idle_put(c, idle_mask);
+	return cpu;
 }
 
 /*
@@ -62,23 +56,23 @@ static __always_inline bool sis_take(struct sis_ctx *c, s32 cpu)
  */
 
 /* A fast-path check (target, prev, recent): already counted as one scan. */
-static __always_inline bool sis_fast_claim(struct sis_ctx *c, s32 cpu)
+static __always_inline bool sis_fast_claim(struct sis_ctx *c, const struct cpumask *idle_mask,
+					   s32 cpu)
 {
-	return sis_idle(c, cpu) && sis_take(c, cpu);
+	return sis_idle(c, idle_mask, cpu) && sis_take(c, cpu);
 }
 
 /* A CPU visited by the domain search: scanned and domain-scanned. */
 static __always_inline void sis_count_scan(struct sis_ctx *c)
 {
-	sis_inc(c, STAT_SCANNED);
-	sis_inc(c, STAT_DOMAIN_SCANNED);
+	sis_inc2(c, STAT_SCANNED, STAT_DOMAIN_SCANNED);
 }
 
 /* Probe in the domain search: counted, then available_idle_cpu(). */
-static __always_inline bool sis_probe(struct sis_ctx *c, s32 cpu)
+static __always_inline bool sis_probe(struct sis_ctx *c, const struct cpumask *idle_mask, s32 cpu)
 {
 	sis_count_scan(c);
-	return sis_idle(c, cpu);
+	return sis_idle(c, idle_mask, cpu);
 }
 
 /*
@@ -179,7 +173,8 @@ static __attribute__((unused)) void update_idle_core(u64 feat, s32 cpu)
  * fallback of the whole scan. A busy core's threads are taken out of the
  * scan (cpumask_andnot(cpus, cpus, cpu_smt_mask(core))): @removed.
  */
-static s32 select_idle_core(struct sis_ctx *c, s32 core, s32 *idle_cpu, u64 *removed)
+static s32 select_idle_core(struct sis_ctx *c, const struct cpumask *idle_mask, s32 core,
+			    s32 *idle_cpu, u64 *removed)
 {
 	bool idle = true;
 	u32 i, nr;
@@ -191,7 +186,7 @@ static s32 select_idle_core(struct sis_ctx *c, s32 core, s32 *idle_cpu, u64 *rem
 	bpf_for(i, 0, nr) {
 		s32 cpu = smt_sibling(core, i);
 
-		if (!sis_probe(c, cpu)) {
+		if (!sis_probe(c, idle_mask, cpu)) {
 			idle = false;
 			/* sched_idle_cpu() fallback is not modelled: no SCHED_IDLE rqs */
 			if (*idle_cpu == -1)
@@ -217,7 +212,7 @@ static s32 select_idle_core(struct sis_ctx *c, s32 core, s32 *idle_cpu, u64 *rem
  * Every CPU of that loop is counted, at the top of the loop body, as the
  * schedstat patch counts (target itself included).
  */
-static s32 select_idle_smt(struct sis_ctx *c, s32 target)
+static s32 select_idle_smt(struct sis_ctx *c, const struct cpumask *idle_mask, s32 target)
 {
 	u32 i, nr;
 
@@ -236,7 +231,7 @@ static s32 select_idle_smt(struct sis_ctx *c, s32 target)
 		/* isolcpus: a sibling may be outside the LLC domain */
 		if (!sis_share_cache(cpu, target))
 			continue;
-		if (sis_idle(c, cpu) && sis_take(c, cpu))
+		if (sis_idle(c, idle_mask, cpu) && sis_take(c, cpu))
 			return cpu;
 	}
 	return -1;
@@ -347,7 +342,8 @@ static __always_inline s64 sis_util_nr(struct llc_ctx *lc)
  * "because !--nr is the condition to stop scan" (SIS_UTIL). With an idle
  * core expected the scan looks for whole cores and is not bounded by nr.
  */
-static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
+static s32 select_idle_cpu(struct sis_ctx *c, const struct cpumask *idle_mask, s32 target,
+			   bool has_idle_core)
 {
 	u64 removed[MAX_CPUS / 64] = {};
 	s32 llc = sis_cpu_llc(target), idle_cpu = -1;
@@ -374,14 +370,14 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 		nr = sis_util_nr(lc);
 		c->depth_hit = STAT_HIT_SIS_UTIL;
 		if (nr == 1) {
-			sis_calib(c, target, nr);
+			sis_calib(c, target, nr, has_idle_core);
 			/* "overloaded LLC is unlikely to have idle cpu/core" */
 			sis_inc(c, STAT_SCAN_SKIPPED);
 			sis_inc(c, STAT_HIT_SIS_UTIL);
 			return -1;
 		}
 	}
-	sis_calib(c, target, nr);
+	sis_calib(c, target, nr, has_idle_core);
 
 	start = topo.llc_start[llc & (MAX_LLCS - 1)];
 	nr_cpus = topo.llc_nr[llc & (MAX_LLCS - 1)];
@@ -401,7 +397,7 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 			continue;
 
 		if (has_idle_core) {
-			s32 core = select_idle_core(c, cpu, &idle_cpu, removed);
+			s32 core = select_idle_core(c, idle_mask, cpu, &idle_cpu, removed);
 
 			if (core >= 0) {
 				sis_inc(c, STAT_HIT_SIS_CORE);
@@ -415,7 +411,7 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 			}
 			/* __select_idle_cpu() */
 			probes++;
-			if (sis_probe(c, cpu) && sis_take(c, cpu)) {
+			if (sis_probe(c, idle_mask, cpu) && sis_take(c, cpu)) {
 				idle_cpu = cpu;
 				break;
 			}
@@ -438,10 +434,13 @@ static s32 select_idle_cpu(struct sis_ctx *c, s32 target, bool has_idle_core)
 /*
  * select_idle_sibling() (fair.c): the fast checks (target, prev, the
  * per-CPU kthread stacking, recent_used_cpu), the SMT sibling of prev,
- * then the LLC scan. @recent_used_cpu points to p->recent_used_cpu.
+ * then the LLC scan. @recent_used_cpu points to p->recent_used_cpu. The
+ * idle mask is fetched once, here, for every test below; each return puts
+ * it back (sis_idle_done()).
  */
 static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *recent_used_cpu)
 {
+	const struct cpumask *idle_mask = sis_idle_get(c);
 	bool has_idle_core = false;
 	s32 i, llc, recent;
 
@@ -452,16 +451,16 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 	 */
 	sis_inc(c, STAT_SCANNED);
 
-	if (sis_allowed(c, target) && sis_fast_claim(c, target)) {
+	if (sis_allowed(c, target) && sis_fast_claim(c, idle_mask, target)) {
 		sis_inc(c, STAT_FAST);
-		return target;
+		return sis_idle_done(c, idle_mask, target);
 	}
 
 	/* "If the previous CPU is cache affine and idle, don't be stupid" */
 	if (prev != target && sis_share_cache(prev, target) && sis_allowed(c, prev) &&
-	    sis_fast_claim(c, prev)) {
+	    sis_fast_claim(c, idle_mask, prev)) {
 		sis_inc(c, STAT_FAST);
-		return prev;
+		return sis_idle_done(c, idle_mask, prev);
 	}
 
 	/*
@@ -474,7 +473,7 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 	if (c->pcpu_kthread && prev == c->this_cpu &&
 	    sis_nr_running(c, c->this_cpu) <= 1 && sis_allowed(c, prev)) {
 		sis_inc(c, STAT_FAST);
-		return prev;
+		return sis_idle_done(c, idle_mask, prev);
 	}
 
 	/* "Check a recently used CPU as a potential idle candidate" */
@@ -482,15 +481,15 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 	*recent_used_cpu = prev;
 	if (recent >= 0 && recent != prev && recent != target &&
 	    sis_share_cache(recent, target) && sis_allowed(c, recent) &&
-	    sis_fast_claim(c, recent)) {
+	    sis_fast_claim(c, idle_mask, recent)) {
 		sis_inc(c, STAT_FAST);
 		sis_inc(c, STAT_RECENT);
-		return recent;
+		return sis_idle_done(c, idle_mask, recent);
 	}
 
 	llc = sis_cpu_llc(target);
 	if (llc < 0)
-		return target;
+		return sis_idle_done(c, idle_mask, target);
 
 	/* the fast checks failed: a domain search, the SMT sibling included */
 	sis_inc(c, STAT_DOMAIN_SEARCH);
@@ -499,20 +498,20 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 	if (topo.smt && sis_feat(c, FEAT_SIS_CORE)) {
 		has_idle_core = test_idle_cores(llc);
 		if (!has_idle_core && sis_share_cache(prev, target)) {
-			i = select_idle_smt(c, prev);
+			i = select_idle_smt(c, idle_mask, prev);
 			if (i >= 0) {
 				sis_inc(c, STAT_SMT);
-				return i;
+				return sis_idle_done(c, idle_mask, i);
 			}
 		}
 	}
 
-	i = select_idle_cpu(c, target, has_idle_core);
+	i = select_idle_cpu(c, idle_mask, target, has_idle_core);
 	if (i >= 0)
-		return i;
+		return sis_idle_done(c, idle_mask, i);
 
 	sis_inc(c, STAT_FAILED);
-	return target;
+	return sis_idle_done(c, idle_mask, target);
 }
 
 /* ---- select_task_rq_fair() and the wake_affine steps ---- */
@@ -564,14 +563,15 @@ static bool wake_wide(struct sis_ctx *c, struct sis_wake_state *waker,
  * check for idle core" (2020) as WA_IDLE_PREV: after the interrupt and sync
  * cases, an idle prev_cpu wins. Returns -1 for nr_cpumask_bits.
  */
-static s32 wake_affine_idle(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync)
+static s32 wake_affine_idle(struct sis_ctx *c, const struct cpumask *idle_mask, s32 this_cpu,
+			    s32 prev, bool sync)
 {
 	/*
 	 * "If this_cpu is idle, it implies the wakeup is from interrupt
 	 * context. Only allow the move if cache is shared."
 	 */
-	if (sis_idle(c, this_cpu) && sis_share_cache(this_cpu, prev))
-		return sis_idle(c, prev) ? prev : this_cpu;
+	if (sis_idle(c, idle_mask, this_cpu) && sis_share_cache(this_cpu, prev))
+		return sis_idle(c, idle_mask, prev) ? prev : this_cpu;
 
 	/*
 	 * "if (sync) { rq = cpu_rq(this_cpu); if ((rq->nr_running - cfs_h_nr_delayed(rq)) == 1)
@@ -583,7 +583,7 @@ static s32 wake_affine_idle(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync
 	if (sync && sis_nr_running(c, this_cpu) - sis_nr_delayed(c, this_cpu) == 1)
 		return this_cpu;
 
-	if (sis_feat(c, FEAT_WA_IDLE_PREV) && sis_idle(c, prev)) {
+	if (sis_feat(c, FEAT_WA_IDLE_PREV) && sis_idle(c, idle_mask, prev)) {
 		sis_inc(c, STAT_HIT_WA_IDLE_PREV);
 		return prev;
 	}
@@ -640,18 +640,28 @@ static s32 wake_affine_weight(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sy
 	return this_eff < prev_eff ? this_cpu : -1;
 }
 
-/* wake_affine() (fair.c): this_cpu if the checks say so, else prev. */
+/*
+ * wake_affine() (fair.c): this_cpu if the checks say so, else prev. The idle
+ * mask is fetched once for wake_affine_idle()'s tests.
+ */
 static s32 wake_affine(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync)
 {
-	s32 target = wake_affine_idle(c, this_cpu, prev, sync);
+	const struct cpumask *idle_mask = sis_idle_get(c);
+	s32 target = wake_affine_idle(c, idle_mask, this_cpu, prev, sync);
+	bool weight = false;
+
+	sis_idle_put(c, idle_mask);
 
 	if (sis_feat(c, FEAT_WA_WEIGHT) && target < 0) {
 		target = wake_affine_weight(c, this_cpu, prev, sync);
-		if (target == this_cpu)
-			sis_inc(c, STAT_HIT_WA_WEIGHT);
+		weight = target == this_cpu;
 	}
 	if (target != this_cpu)
 		return prev;
+	/* the wake-up goes to this_cpu's LLC: its counters are counted there from here */
+	sis_count_in(c, this_cpu);
+	if (weight)
+		sis_inc(c, STAT_HIT_WA_WEIGHT);
 	sis_inc(c, STAT_WAKE_AFFINE);
 	return this_cpu;
 }

@@ -62,7 +62,11 @@ struct sis_ctx {
 	s32 calib_target;	/* calib.bpf.h: the scan's target, -1 no scan */
 	s32 __calib_pad;
 	s64 calib_nr;		/* calib.bpf.h: the scan's nr (depth + 1) */
-	u64 cnt[STAT_NR];
+	u32 calib_core;		/* calib.bpf.h: the scan looked for idle cores (not bounded by nr) */
+	u32 stats_llc;		/* sis_stats' key the counters go to: the LLC the wake-up places in */
+#ifdef SIS_COUNT_PER_WAKEUP
+	u64 cnt[STAT_NR];	/* the wake-up's own counters (synth.bpf.h) */
+#endif
 };
 
 /*
@@ -80,10 +84,18 @@ static __always_inline bool sis_feat(struct sis_ctx *c, u64 f)
 	return feat_on(c->feat, f);
 }
 
-static __always_inline void sis_inc(struct sis_ctx *c, u32 stat)
+static __always_inline struct cpu_ctx *sis_cpu_ctx(s32 cpu)
 {
-	if (stat < STAT_NR)
-		c->cnt[stat]++;
+	if (cpu < 0 || cpu >= MAX_CPUS)
+		return NULL;
+	return &cpu_ctxs[cpu & (MAX_CPUS - 1)];
+}
+
+static __always_inline struct llc_ctx *sis_llc_ctx(s32 llc)
+{
+	if (llc < 0 || llc >= MAX_LLCS)
+		return NULL;
+	return &llc_ctxs[llc & (MAX_LLCS - 1)];
 }
 
 /* a CPU's word in a mask of MAX_CPUS bits, and its bit in that word */
@@ -123,6 +135,92 @@ static __always_inline s32 sis_cpu_llc(s32 cpu)
 	return topo.cpu_llc[cpu & (MAX_CPUS - 1)];
 }
 
+/*
+ * The SIS statistics: enum sis_stat counters per LLC, per CPU (no shared
+ * atomics on the hot paths); the loader sums each LLC's over the CPUs.
+ * A wake-up's counters belong to the LLC of the CPU it is placed on.
+ */
+struct sis_counters {
+	u64 cnt[STAT_NR];
+};
+
+#ifdef SIS_COUNT_PER_WAKEUP
+/*
+ * synth.bpf.h's objects that read one wake-up's counters after it (the
+ * shadow replay): counted in the context, which synth_wake_setup() zeroes.
+ */
+static __always_inline void sis_count_in(struct sis_ctx *c, s32 cpu)
+{
+}
+
+static __always_inline void sis_inc(struct sis_ctx *c, u32 stat)
+{
+	if (stat < STAT_NR)
+		c->cnt[stat]++;
+}
+
+static __always_inline void sis_inc2(struct sis_ctx *c, u32 a, u32 b)
+{
+	sis_inc(c, a);
+	sis_inc(c, b);
+}
+#else
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_LLCS);
+	__type(key, u32);
+	__type(value, struct sis_counters);
+} sis_stats SEC(".maps");
+
+/* this CPU's counters of @llc (-1: the first row's, as no LLC) */
+static __always_inline struct sis_counters *llc_counters(s32 llc)
+{
+	u32 key = llc < 0 ? 0 : llc;
+
+	return bpf_map_lookup_elem(&sis_stats, &key);
+}
+
+/*
+ * Counted in place. The CPU a wake-up is placed on is in the LLC of the
+ * target select_idle_sibling() searches from (target itself, prev and
+ * recent_used_cpu sharing its cache, prev's SMT sibling, the scan of
+ * target's LLC), and the target is prev unless wake_affine() picks this_cpu:
+ * the caller points the counters at prev's LLC (sis_count_in(c, prev)) and
+ * wake_affine() at this_cpu's before it counts its pick. So each counter is
+ * added where the wake-up ends, once, with no per-wake-up block to clear and
+ * add up. The per-CPU row is looked up at each increment (the context is a
+ * map value and may not hold a pointer): an inlined array lookup, no helper
+ * call (the verifier inlines PERCPU_ARRAY lookups since 6.10).
+ */
+static __always_inline void sis_count_in(struct sis_ctx *c, s32 cpu)
+{
+	s32 llc = sis_cpu_llc(cpu);
+
+	c->stats_llc = llc < 0 ? 0 : llc;
+}
+
+static __always_inline void sis_inc(struct sis_ctx *c, u32 stat)
+{
+	struct sis_counters *sc = bpf_map_lookup_elem(&sis_stats, &c->stats_llc);
+
+	if (sc && stat < STAT_NR)
+		sc->cnt[stat]++;
+}
+
+/* two counters, one lookup of the row (each CPU a scan visits counts two) */
+static __always_inline void sis_inc2(struct sis_ctx *c, u32 a, u32 b)
+{
+	struct sis_counters *sc = bpf_map_lookup_elem(&sis_stats, &c->stats_llc);
+
+	if (!sc)
+		return;
+	if (a < STAT_NR)
+		sc->cnt[a]++;
+	if (b < STAT_NR)
+		sc->cnt[b]++;
+}
+#endif
+
 /* cpus_share_cache() */
 static __always_inline bool sis_share_cache(s32 a, s32 b)
 {
@@ -133,7 +231,9 @@ static __always_inline bool sis_share_cache(s32 a, s32 b)
 
 /*
  * The primitives (defined by wake.bpf.h or synth.bpf.h):
- *   sis_idle(c, cpu)        available_idle_cpu(): a read, no claim
+ *   sis_idle_get(c)         the idle mask, fetched once by each step that reads it
+ *                           (select_idle_sibling(), wake_affine()); sis_idle_put(c, m) puts it
+ *   sis_idle(c, m, cpu)     available_idle_cpu(): a read of the fetched mask @m, no claim
  *   sis_claim(c, cpu)       take an idle CPU (test_and_clear)
  *   sis_nr_running(c, cpu)  cpu_rq(cpu)->nr_running
  *   sis_nr_delayed(c, cpu)  cfs_h_nr_delayed(cpu_rq(cpu)): fair tasks kept queued by
@@ -141,7 +241,9 @@ static __always_inline bool sis_share_cache(s32 a, s32 b)
  *   sis_jiffies(c), sis_hz()                 jiffies, HZ
  *   calib_idle_words(c, dst, nr)             the first nr words of the idle mask
  */
-static __always_inline bool sis_idle(struct sis_ctx *c, s32 cpu);
+static __always_inline const struct cpumask *sis_idle_get(struct sis_ctx *c);
+static __always_inline void sis_idle_put(struct sis_ctx *c, const struct cpumask *idle_mask);
+static __always_inline bool sis_idle(struct sis_ctx *c, const struct cpumask *idle_mask, s32 cpu);
 static __always_inline bool sis_claim(struct sis_ctx *c, s32 cpu);
 static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu);
 static __always_inline u32 sis_nr_delayed(struct sis_ctx *c, s32 cpu);

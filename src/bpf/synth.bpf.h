@@ -10,6 +10,11 @@
  * Time is synthetic (synth_jiffies, synth_hz) unless synth_real_time is
  * set: then jiffies are the host's and HZ is 250. (SIS_PROP's scan cost is
  * counted in probes, not read from a clock: sis_prop_account().)
+ *
+ * The counters: an object that defines SIS_COUNT_IN_PLACE first counts as
+ * the scheduler does, into this CPU's sis_stats rows (the host test, the
+ * placement-cost benchmark); any other counts each wake-up in its context
+ * (c->cnt, SIS_COUNT_PER_WAKEUP: the shadow replay).
  */
 #pragma once
 
@@ -17,6 +22,9 @@
 #error "synth.bpf.h makes the machine writable: include it before sis_ctx.bpf.h"
 #endif
 #define SIS_STATE_WRITABLE
+#ifndef SIS_COUNT_IN_PLACE
+#define SIS_COUNT_PER_WAKEUP
+#endif
 #include "sis_ctx.bpf.h"
 
 u32 nr_running[MAX_CPUS];
@@ -27,7 +35,17 @@ u64 synth_idle[MAX_CPUS / 64];
 u64 synth_jiffies;
 u32 synth_hz, synth_real_time;
 
-static __always_inline bool sis_idle(struct sis_ctx *c, s32 cpu)
+/* the synthetic idle mask is synth_idle itself: nothing to fetch or put */
+static __always_inline const struct cpumask *sis_idle_get(struct sis_ctx *c)
+{
+	return NULL;
+}
+
+static __always_inline void sis_idle_put(struct sis_ctx *c, const struct cpumask *idle_mask)
+{
+}
+
+static __always_inline bool sis_idle(struct sis_ctx *c, const struct cpumask *idle_mask, s32 cpu)
 {
 	return mask_test(synth_idle, cpu);
 }
@@ -83,10 +101,13 @@ static __always_inline void synth_wake_setup(struct sis_test_args *a, struct sis
 {
 	__builtin_memcpy(synth_idle, a->idle, sizeof(synth_idle));
 	__builtin_memcpy(c->allowed, a->allowed, sizeof(c->allowed));
+#ifdef SIS_COUNT_PER_WAKEUP
 	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
+#endif
 	c->feat = a->features;
 	c->this_cpu = a->this_cpu;
 	c->prev = a->prev;
+	sis_count_in(c, a->prev);
 	c->claimed = -1;
 	c->calib_target = -1;
 	c->wakee_id = a->wakee_id;

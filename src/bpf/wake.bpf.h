@@ -22,13 +22,20 @@ extern const int CONFIG_HZ __kconfig __weak;
 
 /* ---- the primitives sis.bpf.h runs on: sched_ext's idle tracking ---- */
 
-static __always_inline bool sis_idle(struct sis_ctx *c, s32 cpu)
+/* the idle mask: a reference, taken once per step that reads it and put on each of its exits */
+static __always_inline const struct cpumask *sis_idle_get(struct sis_ctx *c)
 {
-	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
-	bool ret = cpu >= 0 && bpf_cpumask_test_cpu(cpu, idle);
+	return scx_bpf_get_idle_cpumask();
+}
 
-	scx_bpf_put_idle_cpumask(idle);
-	return ret;
+static __always_inline void sis_idle_put(struct sis_ctx *c, const struct cpumask *idle_mask)
+{
+	scx_bpf_put_idle_cpumask(idle_mask);
+}
+
+static __always_inline bool sis_idle(struct sis_ctx *c, const struct cpumask *idle_mask, s32 cpu)
+{
+	return cpu >= 0 && bpf_cpumask_test_cpu(cpu, idle_mask);
 }
 
 static __always_inline bool sis_claim(struct sis_ctx *c, s32 cpu)
@@ -247,7 +254,7 @@ static struct sis_wake_state *waker_state(struct task_struct *cur, s32 this_cpu,
  */
 static void wake_claimed(s32 cpu)
 {
-	struct cpu_ctx *cc = cpu_ctx(cpu);
+	struct cpu_ctx *cc = sis_cpu_ctx(cpu);
 	u64 delta;
 
 	if (!cc)
@@ -295,7 +302,7 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 	c->wakee_load = tctx->load_avg;
 	/* is_per_cpu_kthread(current); in_task() is taken as true (DESIGN.md) */
 	c->pcpu_kthread = (cur->flags & PF_KTHREAD) && cur->nr_cpus_allowed == 1;
-	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
+	sis_count_in(c, prev_cpu);	/* prev's LLC, unless wake_affine() picks this_cpu */
 	wake_allowed(c, p->cpus_ptr, p->nr_cpus_allowed);
 
 	/* TTWU_QUEUE_DESCHED: the activation happens on prev, no select_task_rq() at all */
@@ -313,7 +320,6 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
 		sis_inc(c, STAT_DIRECT);
 	}
-	flush_counters(c, cpu);
 	return cpu;
 }
 

@@ -110,6 +110,11 @@ fn run_bpf(bpf: &mut Bpf, m: &Machine, llc_ids: &[usize], w: &Wakeup) -> Outcome
         "outputs not written"
     );
     let bss = bpf.skel.maps.bss_data.as_ref().expect("bss mmapped");
+    // counted in place: every counter in the row of the chosen CPU's LLC, none elsewhere
+    assert_eq!(
+        bss.stats_misplaced, 0,
+        "counters outside the row of the chosen CPU's LLC"
+    );
     let this = &bss.cpu_ctxs[w.this_cpu];
     Outcome {
         cpu: args.cpu as usize,

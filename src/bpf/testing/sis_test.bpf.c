@@ -9,6 +9,7 @@
  * argument. It has no struct_ops and calls no sched_ext kfunc, so it loads
  * on any kernel that allows bpf() - the verifier is the real one.
  */
+#define SIS_COUNT_IN_PLACE	/* the scheduler's counting: sis_stats rows (sis_ctx.bpf.h) */
 #include "synth.bpf.h"
 #include "sis.bpf.h"
 #include "idle.bpf.h"
@@ -19,11 +20,53 @@ char _license[] SEC("license") = "GPL";
 static struct sis_ctx test_ctx;
 static struct sis_wake_state test_waker, test_wakee;
 
+/*
+ * The counters, counted in place (sis_ctx.bpf.h) into this CPU's rows of
+ * sis_stats: every row is cleared before a call; after it, stats_row gets
+ * the row of the LLC of @cpu (where the scheduler's statistics put the
+ * wake-up) and stats_misplaced the sum of every other row, which must stay 0.
+ */
+u64 stats_misplaced;
+u64 stats_row[STAT_NR];
+
+static void stats_clear(void)
+{
+	u32 l;
+
+	bpf_for(l, 0, MAX_LLCS) {
+		struct sis_counters *sc = bpf_map_lookup_elem(&sis_stats, &l);
+
+		if (sc)
+			__builtin_memset(sc->cnt, 0, sizeof(sc->cnt));
+	}
+}
+
+static void stats_take(s32 cpu)
+{
+	s32 llc = sis_cpu_llc(cpu);
+	u32 l, i, key = llc < 0 ? 0 : llc;
+
+	stats_misplaced = 0;
+	bpf_for(l, 0, MAX_LLCS) {
+		struct sis_counters *sc = bpf_map_lookup_elem(&sis_stats, &l);
+
+		if (!sc)
+			continue;
+		if (l == key) {
+			__builtin_memcpy(stats_row, sc->cnt, sizeof(stats_row));
+			continue;
+		}
+		bpf_for(i, 0, STAT_NR)
+			stats_misplaced += sc->cnt[i];
+	}
+}
+
 SEC("syscall")
 int sis_test(struct sis_test_args *a)
 {
 	struct sis_ctx *c = &test_ctx;
 
+	stats_clear();
 	synth_wake_setup(a, c, &test_waker, &test_wakee);
 
 	a->cpu = select_task_rq_fair(c, &test_waker, &test_wakee, a->prev, a->sync);
@@ -31,7 +74,8 @@ int sis_test(struct sis_test_args *a)
 	a->waker_last_wakee_out = test_waker.last_wakee;
 	a->waker_flips_out = test_waker.wakee_flips;
 	a->waker_decay_ts_out = test_waker.wakee_flip_decay_ts;
-	__builtin_memcpy(a->cnt, c->cnt, sizeof(a->cnt));
+	stats_take(a->cpu);
+	__builtin_memcpy(a->cnt, stats_row, sizeof(a->cnt));
 	return 0;
 }
 
@@ -138,14 +182,16 @@ int test_ttwu_select(void *a)
 {
 	struct sis_ctx *c = &test_ctx;
 
-	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
+	stats_clear();
 	c->feat = dec_io.feat;
 	c->this_cpu = dec_io.this_cpu;
 	c->prev = dec_io.cpu;
 	c->claimed = -1;
+	sis_count_in(c, c->prev);
 	dec_io.out_cpu = ttwu_desched_select(c, &dec_io.desched);
 	dec_io.out = c->claimed;
-	__builtin_memcpy(dec_io.cnt, c->cnt, sizeof(dec_io.cnt));
+	stats_take(c->prev);
+	__builtin_memcpy(dec_io.cnt, stats_row, sizeof(dec_io.cnt));
 	return 0;
 }
 

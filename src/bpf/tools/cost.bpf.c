@@ -12,15 +12,17 @@
  * previous placement changed (the claimed CPU's idle bit, has_idle_cores,
  * this CPU's wake_avg_idle), then times, with bpf_ktime_get_ns() on each
  * side, what ops.select_cpu and ops.enqueue do for it: the feature word's
- * map lookup, the context's reset, p->cpus_ptr into it (wake_allowed: the
- * wakee is allowed everywhere, copied from the possible mask), select_task_rq_fair(), the counters' flush into the
- * per-CPU statistics map (ctx.bpf.h, the scheduler's own functions), and,
+ * map lookup, p->cpus_ptr into the context (wake_allowed: the wakee is
+ * allowed everywhere, copied from the possible mask), select_task_rq_fair()
+ * with its counters counted in place in the per-CPU statistics map
+ * (SIS_COUNT_IN_PLACE: the scheduler's own counting, sis_ctx.bpf.h), and,
  * when the task is queued, the kick search and its counting. Not timed:
  * sched_ext's kfuncs (the idle mask's get/put, the claim's atomic, the DSQ
  * insert), which a syscall program cannot call. The same loop with
  * cost_cfg.harness_only set times an empty region: the clock's own share.
  * No struct_ops, no sched_ext kfunc: loads on any kernel that allows bpf().
  */
+#define SIS_COUNT_IN_PLACE	/* the scheduler's counting (synth.bpf.h) */
 #include "synth.bpf.h"
 #include "sis.bpf.h"
 #pragma clang diagnostic ignored "-Wunused-function"	/* ctx.bpf.h's scheduler-only helpers */
@@ -37,11 +39,9 @@ u8 llc_idle_cores[MAX_LLCS];
 enum cost_consts {
 	COST_HIST		= 4096,	/* per-placement histogram: 1 ns buckets, the last one open */
 	COST_EVICT_LINES	= 1 << 16, /* --cold: 64 B lines written between placements (4 MiB) */
-	/* --omit: the feature word's lookup, the counters' reset, wake_allowed, their flush, the kick search */
+	/* --omit: the feature word's lookup, wake_allowed, the kick search */
 	COST_OMIT_FEATURES	= 1,
-	COST_OMIT_RESET		= 2,
 	COST_OMIT_ALLOWED	= 4,
-	COST_OMIT_FLUSH		= 8,
 	COST_OMIT_KICK		= 16,
 };
 
@@ -145,8 +145,7 @@ static __noinline void place_timed(struct loop_state *st, s32 this_cpu, s32 prev
 	c->prev = prev;
 	c->claimed = -1;
 	c->calib_target = -1;
-	if (!(omit & COST_OMIT_RESET))
-		__builtin_memset(c->cnt, 0, sizeof(c->cnt));
+	sis_count_in(c, prev);
 	if (!(omit & COST_OMIT_ALLOWED))
 		wake_allowed(c, (const struct cpumask *)cost_allowed, MAX_CPUS);
 
@@ -154,13 +153,9 @@ static __noinline void place_timed(struct loop_state *st, s32 this_cpu, s32 prev
 	if (c->claimed >= 0 && c->claimed == cpu) {
 		/* select_cpu's direct insert: no enqueue */
 		sis_inc(c, STAT_DIRECT);
-		if (!(omit & COST_OMIT_FLUSH))
-			flush_counters(c, cpu);
 		cost_out.direct++;
 		return;
 	}
-	if (!(omit & COST_OMIT_FLUSH))
-		flush_counters(c, cpu);
 	/* ops.enqueue (queue_enqueue, kick_for_work): queued on the LLC, an idle CPU to kick */
 	llc = sis_cpu_llc(cpu);
 	stat_inc(llc, STAT_ENQUEUE);
