@@ -119,7 +119,25 @@ impl DepthRules {
         imbalance_pct: u64,
         fit: Option<&[Option<u64>; crate::sis_fit::BUCKETS]>,
     ) -> u64 {
-        let depth = scan_depth(sum_util, llc_weight, imbalance_pct, self.small_llc);
+        let nr_scan = nr_idle_scan(sum_util, llc_weight, imbalance_pct);
+        self.apply(nr_scan, sum_util, llc_weight, fit)
+    }
+
+    /// The rules on a given nr_idle_scan (`nr_scan`: the loader's, or the one a kernel
+    /// stored, for `shadow`'s counterfactual): small_llc_depth() with SIS_SMALL_LLC, then
+    /// with SIS_FIT the LLC's calibrated depth at `sum_util` where it has one.
+    pub fn apply(
+        self,
+        nr_scan: u64,
+        sum_util: u64,
+        llc_weight: u64,
+        fit: Option<&[Option<u64>; crate::sis_fit::BUCKETS]>,
+    ) -> u64 {
+        let depth = if self.small_llc {
+            small_llc_depth(nr_scan, llc_weight)
+        } else {
+            nr_scan
+        };
         if !self.fit {
             return depth;
         }
