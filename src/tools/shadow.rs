@@ -64,8 +64,16 @@ const MAX_KEPT: usize = 400_000;
 /// SIS_PROP counterfactual: rq->max_idle_balance_cost, and a scan cost per CPU (ns)
 const MAX_IDLE_BALANCE_COST: u64 = bi::sis_consts_SIS_PROP_MAX_IDLE_BALANCE_COST as u64;
 const SIS_PROP_SCAN_COST_NS: u64 = 100;
-/// The SIS_FIT counterfactual (--fit): patched, the LLC depth from the fit
-const SIS_FIT_POLICY: &str = "patched+SIS_FIT";
+/// The SIS_FIT counterfactual (--fit): patched with DepthRules' fit bit (the feature named
+/// from the table, not spelled here), the LLC depth from the fit
+fn sis_fit_policy() -> Result<(String, u64)> {
+    let fit = DepthRules {
+        fit: true,
+        ..Default::default()
+    }
+    .bits();
+    parse_policy(&format!("patched+{}", features::names_on(fit).join("+")))
+}
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ShadowOpts {
@@ -868,18 +876,24 @@ fn variants(r: &Rec) -> Vec<Rec> {
 }
 
 /// Replay the records: agreement, races, disagreements, counterfactuals.
+/// What the replay machine takes besides the topology: the kernel's HZ and SIS_FIT's row.
+#[derive(Clone, Copy, Debug)]
+struct ReplayOpts {
+    hz: u64,
+    fit: Option<FitRow>,
+}
+
 fn analyse(
     recs: &[Rec],
     topo: &bi::sis_topo,
     feat: u64,
-    hz: u64,
+    ro: ReplayOpts,
     policies: &[(String, u64)],
-    fit: Option<FitRow>,
     dump: bool,
     racy_given: Option<&[bool]>,
 ) -> Result<Analysis> {
     let mut obj = MaybeUninit::<OpenObject>::uninit();
-    let mut rp = Replay::load(&mut obj, topo, hz, fit)?;
+    let mut rp = Replay::load(&mut obj, topo, ro.hz, ro.fit)?;
     let (mut compared, mut racy, mut agreed, mut current, mut idle_available) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut dis: BTreeMap<String, u64> = BTreeMap::new();
@@ -1044,7 +1058,7 @@ fn print_table(rep: &Report) {
             p.policy, p.wakeups, p.cpus_examined_per_wakeup, p.idle_found_pct, p.same_as_kernel_pct
         );
     }
-    println!("SIS_FIT: {}", rep.sis_fit);
+    println!("fitted depth: {}", rep.sis_fit);
 }
 
 /// matplotlib script for crate::plot::render (data, title, out defined there)
@@ -1084,21 +1098,29 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     let mut topo = TopoDesc::from_scx(&t).build()?;
     let (feat, features_source) = kernel_features();
     let fit = fitted.map(|(row, _)| row);
+    let fit_policy = sis_fit_policy()?;
     let sis_fit = match (&opts.fit, &fitted) {
         (Some(path), Some((_, n))) => format!(
-            "replayed as {SIS_FIT_POLICY}: the fit of {} ({n} of {} buckets fitted, the others keep the kernel's nr_idle_scan)",
+            "replayed as {}: the fit of {} ({n} of {} buckets fitted, the others keep the kernel's nr_idle_scan)",
+            fit_policy.0,
             path.display(),
             crate::sis_fit::BUCKETS
         ),
-        _ => "not replayed: no --fit FILE (a `scx_sisutil calibrate --json` report)".to_string(),
+        _ => format!(
+            "{} not replayed: no --fit FILE (a `scx_sisutil calibrate --json` report)",
+            fit_policy.0
+        ),
     };
-    let mut names = vec!["vanilla", "patched", "patched-unbounded"];
-    if fit.is_some() {
-        names.push(SIS_FIT_POLICY);
-    }
-    let policies: Vec<(String, u64)> = std::iter::once(Ok(("kernel".to_string(), feat)))
-        .chain(names.iter().map(|p| parse_policy(p)))
+    let mut policies: Vec<(String, u64)> = std::iter::once(Ok(("kernel".to_string(), feat)))
+        .chain(
+            ["vanilla", "patched", "patched-unbounded"]
+                .iter()
+                .map(|p| parse_policy(p)),
+        )
         .collect::<Result<_>>()?;
+    if fit.is_some() {
+        policies.push(fit_policy);
+    }
     scx_utils::try_set_rlimit_infinity();
     let started = Instant::now();
     let modes = match (opts.attach, opts.kprobe) {
@@ -1117,10 +1139,19 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     let duration_s = started.elapsed().as_secs_f64();
     // the kernel's HZ (record_wakee's decay period); 250 when the run is too short to tell
     let hz = infer_hz(&recs).unwrap_or(250);
-    let a = analyse(&recs, &topo, feat, hz, &policies, fit, opts.dump, None)?;
+    let a = analyse(
+        &recs,
+        &topo,
+        feat,
+        ReplayOpts { hz, fit },
+        &policies,
+        opts.dump,
+        None,
+    )?;
     let mutant = if opts.mutate_scan_start {
         mutate_scan_start(&mut topo);
-        let m = analyse(&recs, &topo, feat, hz, &[], None, false, Some(&a.racy_mask))?;
+        let ro = ReplayOpts { hz, fit: None };
+        let m = analyse(&recs, &topo, feat, ro, &[], false, Some(&a.racy_mask))?;
         Some(Mutant {
             compared: m.compared,
             agreed: m.agreed,
@@ -1222,9 +1253,8 @@ mod tests {
             &[r],
             t,
             KERNEL,
-            250,
+            ReplayOpts { hz: 250, fit: None },
             &[("kernel".into(), KERNEL)],
-            None,
             false,
             None,
         )
@@ -1312,7 +1342,8 @@ mod tests {
         use crate::sis_util_depth::sum_util_for_pct;
         let t = topo(1, 4, 1);
         let patched = parse_policy("patched").unwrap();
-        let fitp = parse_policy(SIS_FIT_POLICY).unwrap();
+        let fitp = sis_fit_policy().unwrap();
+        assert_eq!(fitp.0, "patched+SIS_FIT");
         let mut row: FitRow = [None; crate::sis_fit::BUCKETS];
         row[9] = Some(4);
         row[2] = Some(0);
@@ -1321,9 +1352,8 @@ mod tests {
                 &[r],
                 &t,
                 KERNEL,
-                250,
+                ReplayOpts { hz: 250, fit },
                 &[patched.clone(), fitp.clone()],
-                fit,
                 false,
                 None,
             )
