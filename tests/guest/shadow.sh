@@ -9,7 +9,8 @@
 # (fentry, kprobe, tracepoint; default fentry), SECS seconds of the kernel's decisions, replayed:
 #   at least 1000 compared wake-ups (16 s: 4,571-8,919 seen; 8 s gave 731 once on a loaded
 #   host), agreement >= 92 % here and >= 95 % in tests/vm.rs (seen with in_task() read:
-#   7.3.4 99.2-99.7 %, 6.12 99.9 %; the figure is printed every run)
+#   7.3.4 99.2-99.7 %, 6.12 99.9 %; with 7.x's preempt_count layout, 7.3.4 99.97-100 %;
+#   the figure is printed every run)
 #   the mutant port (LLC scan from target, not target + 1) on the SAME records agrees less
 #   the SIS_FIT counterfactual: a fit measured here first (`calibrate --json` while
 #   scx_sisutil runs under the same load) given as --fit: a `patched+SIS_FIT` row
