@@ -876,6 +876,21 @@ fn variants(r: &Rec) -> Vec<Rec> {
 }
 
 /// Replay the records: agreement, races, disagreements, counterfactuals.
+/// The one line on the SIS_FIT counterfactual (table and JSON `sis_fit`): the fit's file and
+/// how many buckets it fits, or that there is no row for want of --fit.
+fn fit_note(policy: &str, fit: Option<(&std::path::Path, usize)>) -> String {
+    match fit {
+        Some((path, n)) => format!(
+            "replayed as {policy}: the fit of {} ({n} of {} buckets fitted, the others keep the kernel's nr_idle_scan)",
+            path.display(),
+            crate::sis_fit::BUCKETS
+        ),
+        None => format!(
+            "{policy} not replayed: no --fit FILE (a `scx_sisutil calibrate --json` report)"
+        ),
+    }
+}
+
 /// What the replay machine takes besides the topology: the kernel's HZ and SIS_FIT's row.
 #[derive(Clone, Copy, Debug)]
 struct ReplayOpts {
@@ -1099,18 +1114,10 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     let (feat, features_source) = kernel_features();
     let fit = fitted.map(|(row, _)| row);
     let fit_policy = sis_fit_policy()?;
-    let sis_fit = match (&opts.fit, &fitted) {
-        (Some(path), Some((_, n))) => format!(
-            "replayed as {}: the fit of {} ({n} of {} buckets fitted, the others keep the kernel's nr_idle_scan)",
-            fit_policy.0,
-            path.display(),
-            crate::sis_fit::BUCKETS
-        ),
-        _ => format!(
-            "{} not replayed: no --fit FILE (a `scx_sisutil calibrate --json` report)",
-            fit_policy.0
-        ),
-    };
+    let sis_fit = fit_note(
+        &fit_policy.0,
+        opts.fit.as_deref().zip(fitted.as_ref().map(|f| f.1)),
+    );
     let mut policies: Vec<(String, u64)> = std::iter::once(Ok(("kernel".to_string(), feat)))
         .chain(
             ["vanilla", "patched", "patched-unbounded"]
@@ -1381,6 +1388,12 @@ mod tests {
         r.util_sum = [sum_util_for_pct(55, 4); 2];
         let (p, f) = run(r, Some(row));
         assert_eq!(p, f);
+        // the report's line, with and without a fit
+        let no = fit_note(&fitp.0, None);
+        assert_eq!(no.lines().count(), 1);
+        assert!(no.contains("not replayed: no --fit"), "{no}");
+        let yes = fit_note(&fitp.0, Some((std::path::Path::new("f.json"), 2)));
+        assert!(yes.contains("f.json (2 of 10 buckets fitted"), "{yes}");
     }
 
     /// in_task() per preempt_count layout (include/linux/preempt.h): 7.x's counted
