@@ -41,13 +41,6 @@ mod testing {
     pub mod vtime_model;
 }
 
-// The four short names src/tools/shadow.rs still spells (`crate::features`, ...): they go
-// with its next change, which takes the full paths like every other module.
-#[allow(unused_imports)]
-use sched::{features, topology};
-#[allow(unused_imports)]
-use tools::{cost, plot};
-
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 use std::mem::MaybeUninit;

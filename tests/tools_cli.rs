@@ -65,3 +65,22 @@ fn calibrate_checks_plot_first() {
         assert_eq!(err.lines().count(), 1, "{p}: {err}");
     }
 }
+
+/// shadow's --fit is read before anything is traced: a bad fit file is one line, exit 1.
+#[test]
+fn shadow_checks_fit_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "not json\n").unwrap();
+    let missing = dir.path().join("missing.json");
+    for p in [&bad, &missing] {
+        let (ok, err) = run(&["shadow", "--duration", "1", "--fit", p.to_str().unwrap()]);
+        assert!(!ok, "{p:?} accepted");
+        // not root: refused before (one line too); as root: the fit is named
+        if !err.contains("must run as root") {
+            assert!(err.contains("--fit"), "{p:?}: {err}");
+        }
+        assert_eq!(err.lines().count(), 1, "{p:?}: {err}");
+        assert!(!err.contains("panicked"), "{p:?}: {err}");
+    }
+}

@@ -303,10 +303,12 @@ const SHADOW_MIN_AGREEMENT_PCT: f64 = 95.0;
 fn shadow(name: &str, kernel: &str, modes: &[&str]) {
     let mut checks = vec![
         "shadow refuses while a sched_ext scheduler is attached".to_string(),
+        "fit: calibrate's report".to_string(),
         "no sched_ext scheduler attached".to_string(),
     ];
     for m in modes {
         checks.push(format!("{m}: attachment = {m}"));
+        checks.push(format!("{m}: the SIS_FIT row"));
         checks.push(format!("{m}: the mutant replays the same records"));
         checks.push(format!("{m}: the mutant port agrees less"));
     }
@@ -331,6 +333,14 @@ fn shadow(name: &str, kernel: &str, modes: &[&str]) {
             f("racy"),
             f("dropped"),
             f("undecided")
+        );
+        println!(
+            "{name}: {m}: CPUs examined per wake-up / idle CPU found %: patched {} / {}, patched+SIS_FIT {} / {} (fit: {} wake-ups)",
+            f("patched_cpus"),
+            f("patched_idle_pct"),
+            f("patched+SIS_FIT_cpus"),
+            f("patched+SIS_FIT_idle_pct"),
+            o.figure("fit_wakeups").unwrap_or_default().trim()
         );
         assert!(
             compared >= SHADOW_MIN_COMPARED as f64,

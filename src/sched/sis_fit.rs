@@ -34,6 +34,9 @@ pub const FIT_MIN_SAMPLES: u64 = 50;
 /// aggregated).
 pub type Rec = bi::calib_rec;
 
+/// SIS_FIT's depth per utilization bucket of one LLC (None: SIS_UTIL's depth stays).
+pub type FitRow = [Option<u64>; BUCKETS];
+
 impl Default for Rec {
     fn default() -> Self {
         Rec {
@@ -223,18 +226,25 @@ pub fn fit_table(recs: &[Rec], nr_llcs: usize) -> Vec<[Option<u64>; BUCKETS]> {
                 let Some(r) = recs.get(l * BUCKETS + b) else {
                     continue;
                 };
-                let reach = r.reachable();
-                *slot = if reach >= FIT_MIN_SAMPLES {
-                    depth_p95(&r.hist)
-                } else if r.wakeups >= FIT_MIN_SAMPLES && reach * 20 < r.wakeups {
-                    Some(0)
-                } else {
-                    None
-                };
+                *slot = fit_bucket(r.reachable(), r.wakeups, depth_p95(&r.hist));
             }
             row
         })
         .collect()
+}
+
+/// One bucket's SIS_FIT depth from its `wakeups`, the `reach` of them that had an idle CPU
+/// and their depth_p95: that depth from FIT_MIN_SAMPLES such wake-ups on, 0 when
+/// FIT_MIN_SAMPLES or more wake-ups almost never (under 5 %) had one, else None (too few
+/// samples: SIS_UTIL's depth stays).
+pub fn fit_bucket(reach: u64, wakeups: u64, p95: Option<u64>) -> Option<u64> {
+    if reach >= FIT_MIN_SAMPLES {
+        p95
+    } else if wakeups >= FIT_MIN_SAMPLES && reach * 20 < wakeups {
+        Some(0)
+    } else {
+        None
+    }
 }
 
 /// The LLC's SIS_FIT depth at its current util sum (the bucket calib.bpf.h records it in),

@@ -109,6 +109,15 @@ impl DepthRules {
         }
     }
 
+    /// The feature bits of the rules on (`of`'s inverse).
+    pub fn bits(self) -> u64 {
+        let bit = |on: bool, b: u32| if on { b as u64 } else { 0 };
+        bit(
+            self.small_llc,
+            crate::bpf_intf::sis_feature_FEAT_SIS_SMALL_LLC,
+        ) | bit(self.fit, crate::bpf_intf::sis_feature_FEAT_SIS_FIT)
+    }
+
     /// The depth the loader writes for an LLC of `llc_weight` CPUs at `sum_util`:
     /// nr_idle_scan(), small_llc_depth() with SIS_SMALL_LLC, then with SIS_FIT the LLC's
     /// calibrated depth (`fit`, its row of sis_fit::fit_table) where it has one.
@@ -119,7 +128,25 @@ impl DepthRules {
         imbalance_pct: u64,
         fit: Option<&[Option<u64>; crate::sched::sis_fit::BUCKETS]>,
     ) -> u64 {
-        let depth = scan_depth(sum_util, llc_weight, imbalance_pct, self.small_llc);
+        let nr_scan = nr_idle_scan(sum_util, llc_weight, imbalance_pct);
+        self.apply(nr_scan, sum_util, llc_weight, fit)
+    }
+
+    /// The rules on a given nr_idle_scan (`nr_scan`: the loader's, or the one a kernel
+    /// stored, for `shadow`'s counterfactual): small_llc_depth() with SIS_SMALL_LLC, then
+    /// with SIS_FIT the LLC's calibrated depth at `sum_util` where it has one.
+    pub fn apply(
+        self,
+        nr_scan: u64,
+        sum_util: u64,
+        llc_weight: u64,
+        fit: Option<&[Option<u64>; crate::sched::sis_fit::BUCKETS]>,
+    ) -> u64 {
+        let depth = if self.small_llc {
+            small_llc_depth(nr_scan, llc_weight)
+        } else {
+            nr_scan
+        };
         if !self.fit {
             return depth;
         }
@@ -407,6 +434,15 @@ mod tests {
             }
         );
 
+        for r in [
+            none,
+            DepthRules::of(small),
+            DepthRules::of(fit),
+            DepthRules::of(small | fit),
+        ] {
+            assert_eq!(DepthRules::of(r.bits()), r);
+        }
+        assert_eq!(DepthRules::of(fit).bits(), fit);
         let sum = sum_util_for_pct(65, 16);
         assert_eq!(none.depth(sum, 16, 117, None), 6);
         assert_eq!(DepthRules::of(small).depth(sum, 16, 117, None), 12);

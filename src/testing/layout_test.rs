@@ -176,9 +176,7 @@ fn defined_in(code: &str, name: &str) -> bool {
 
 /// Every module is reached by its full path (`crate::sched::loader`, `crate::tools::cost`):
 /// main.rs re-exports no short name, so `crate::NAME` is a folder, a binding or an item
-/// main.rs itself defines (`crate::Cli`). The one
-/// exception, until its next change, is src/tools/shadow.rs (its four short names are
-/// main.rs's last aliases).
+/// main.rs itself defines (`crate::Cli`).
 #[test]
 fn every_module_is_reached_by_its_full_path() {
     let src = root().join("src");
@@ -192,7 +190,7 @@ fn every_module_is_reached_by_its_full_path() {
     assert!(defined_in(&main, "Cli") && !defined_in(&main, "RunOpts"));
     let mut bad = vec![];
     // this file's own paths are the scans' test data
-    let skip = ["tools/shadow.rs", "testing/layout_test.rs"];
+    let skip = ["testing/layout_test.rs"];
     for f in rs.iter().filter(|f| !skip.iter().any(|s| f.ends_with(s))) {
         let text = std::fs::read_to_string(f).unwrap();
         let path = f.strip_prefix(root()).unwrap().display().to_string();

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use crate::sched::features;
 use crate::sched::sis_fit::{
-    depth_p95, read_records, Rec, BUCKETS, CTL_LEASE, CTL_PCT, CTL_PIN, CTL_WEIGHT, LEASE_NS,
-    MAX_LLCS, RECS_PIN,
+    depth_p95, fit_bucket, read_records, FitRow, Rec, BUCKETS, CTL_LEASE, CTL_PCT, CTL_PIN,
+    CTL_WEIGHT, LEASE_NS, MAX_LLCS, RECS_PIN,
 };
 use crate::sched::sis_util_depth::{sum_util_for_pct, DepthRules};
 
@@ -76,19 +76,70 @@ fn default_imbalance_pct() -> u64 {
     crate::sched::sis_util_depth::DEFAULT_IMBALANCE_PCT
 }
 
+/// The last report of a `--json` run in `path` (`opt`: the option that named it, for the
+/// error). Opened without following a symlink (as root, nothing the path points to is
+/// trusted); a file that is not one, or is not a report, is one error.
+fn read_report(path: &Path, opt: &str) -> Result<Report> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut text = String::new();
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .and_then(|f| {
+            if f.metadata()?.is_file() {
+                Ok(f)
+            } else {
+                Err(std::io::Error::other("not a regular file"))
+            }
+        })
+        .and_then(|mut f| f.read_to_string(&mut text))
+        .with_context(|| format!("{opt}: reading {}", path.display()))?;
+    let Some(line) = text.lines().rev().find(|l| !l.trim().is_empty()) else {
+        bail!("{opt}: {} holds no report", path.display());
+    };
+    let r: Report = serde_json::from_str(line)
+        .with_context(|| format!("{opt}: {} is not a calibrate --json report", path.display()))?;
+    if r.buckets.len() != BUCKETS {
+        bail!(
+            "{opt}: {} has {} buckets, not {BUCKETS}: not this build's report",
+            path.display(),
+            r.buckets.len()
+        );
+    }
+    Ok(r)
+}
+
+/// SIS_FIT's row from a saved `calibrate --json` report (`shadow --fit`): each bucket by
+/// sis_fit::fit_bucket(), as the scheduler fits its own records; the report sums the LLCs,
+/// so one row serves every LLC. Returns the row and how many buckets it fits.
+pub fn fit_from_report(path: &Path) -> Result<(FitRow, usize)> {
+    let r = read_report(path, "--fit")?;
+    let mut row: FitRow = [None; BUCKETS];
+    for (slot, b) in row.iter_mut().zip(&r.buckets) {
+        let reach = b.found_within_depth + b.missed_idle;
+        if reach > b.wakeups || reach + b.no_idle != b.wakeups {
+            bail!(
+                "--fit: {}: bucket {}-{} %: found {} + missed {} + no idle {} is not its {} wake-ups",
+                path.display(),
+                b.util_pct_lo,
+                b.util_pct_hi,
+                b.found_within_depth,
+                b.missed_idle,
+                b.no_idle,
+                b.wakeups
+            );
+        }
+        *slot = fit_bucket(reach, b.wakeups, b.depth_p95);
+    }
+    let n = row.iter().filter(|d| d.is_some()).count();
+    Ok((row, n))
+}
+
 /// `--from-json`: the last report of a `--json` run, plotted as the run would have.
 fn plot_report(path: &Path, out: &crate::tools::plot::PlotOut) -> Result<u64> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("--from-json: reading {}", path.display()))?;
-    let Some(line) = text.lines().rev().find(|l| !l.trim().is_empty()) else {
-        bail!("--from-json: {} holds no report", path.display());
-    };
-    let r: Report = serde_json::from_str(line).with_context(|| {
-        format!(
-            "--from-json: {} is not a calibrate --json report",
-            path.display()
-        )
-    })?;
+    let r = read_report(path, "--from-json")?;
     let words: Vec<&str> = r.features.split_whitespace().collect();
     let feat = features::apply(0, &words).context("--from-json: the report's features")?;
     let rules = DepthRules::of(feat);
@@ -370,6 +421,52 @@ mod tests {
         let png = std::fs::read(out.path()).unwrap();
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         assert!(png.len() > 10_000, "{} bytes", png.len());
+    }
+
+    /// `shadow --fit`: a committed report gives SIS_FIT's row by the scheduler's rule
+    /// (sis_fit::fit_bucket); a missing file, a symlink, a file that is not a report, a
+    /// report with another bucket count or counts that do not add up are one error each.
+    #[test]
+    fn fit_from_a_report_and_bad_fit_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("docs/results/calibrate-2026-11-23/sis_util.json");
+        let (row, n) = fit_from_report(&good).unwrap();
+        let text = std::fs::read_to_string(&good).unwrap();
+        let r: Report = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        for (b, d) in r.buckets.iter().zip(row) {
+            let reach = b.wakeups - b.no_idle;
+            let want = if reach >= crate::sched::sis_fit::FIT_MIN_SAMPLES {
+                b.depth_p95
+            } else if b.wakeups >= crate::sched::sis_fit::FIT_MIN_SAMPLES && reach * 20 < b.wakeups
+            {
+                Some(0)
+            } else {
+                None
+            };
+            assert_eq!(d, want, "{b:?}");
+        }
+        assert_eq!(n, row.iter().flatten().count());
+        assert!(n > 0);
+        let err = |p: &std::path::Path| format!("{:#}", fit_from_report(p).unwrap_err());
+        assert!(err(&dir.path().join("none.json")).starts_with("--fit: reading"));
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&good, &link).unwrap();
+        assert!(err(&link).starts_with("--fit: reading"), "{}", err(&link));
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, "{\"buckets\": 3}\n").unwrap();
+        assert!(err(&bad).contains("is not a calibrate --json report"));
+        let mut r2: Report = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        r2.buckets.pop();
+        std::fs::write(&bad, serde_json::to_string(&r2).unwrap()).unwrap();
+        assert!(err(&bad).contains("buckets, not 10"), "{}", err(&bad));
+        let mut r3: Report = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        r3.buckets[0].no_idle += 1;
+        std::fs::write(&bad, serde_json::to_string(&r3).unwrap()).unwrap();
+        assert!(err(&bad).contains("is not its"), "{}", err(&bad));
+        for e in [err(&bad), err(&link)] {
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
     }
 
     /// `--from-json`: the committed reports plot; a file that is not one is one error.

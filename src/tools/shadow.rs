@@ -26,9 +26,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bpf_intf as bi;
-use crate::cost::parse_policy;
-use crate::features;
-use crate::topology::{copy_same_c_type, TopoDesc};
+use crate::sched::features;
+use crate::sched::sis_fit::FitRow;
+use crate::sched::sis_util_depth::DepthRules;
+use crate::sched::topology::{copy_same_c_type, TopoDesc};
+use crate::tools::cost::parse_policy;
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/shadow_skel.rs"));
@@ -48,11 +50,30 @@ const WF_CURRENT_CPU: u32 = 0x40;
 /// shadow.bpf.c's SHADOW_UNK_SYNC, SHADOW_UNK_IN_TASK
 const UNK_SYNC: u32 = 1;
 const UNK_IN_TASK: u32 = 2;
+/// shadow.bpf.c's SHADOW_PC_*: the layout of the waker's preempt_count()
+const PC_LEGACY: u32 = 1;
+const PC_IRQ_DISABLE_NMI_BIT: u32 = 2;
+const PC_IRQ_DISABLE: u32 = 3;
+/// include/linux/preempt.h: SOFTIRQ_OFFSET, and HARDIRQ_MASK | NMI_MASK per layout
+const SOFTIRQ_OFFSET: u32 = 0x100;
+const HARDIRQ_NMI_LEGACY: u32 = 0x000f_0000 | 0x00f0_0000;
+const HARDIRQ_NMI_NMI_BIT: u32 = 0x0f00_0000 | 0x1000_0000;
+const HARDIRQ_NMI_64BIT: u32 = 0x0f00_0000 | 0xf000_0000;
 /// Snapshots kept for the replay (each ~480 bytes); later ones are counted, not kept.
 const MAX_KEPT: usize = 400_000;
 /// SIS_PROP counterfactual: rq->max_idle_balance_cost, and a scan cost per CPU (ns)
 const MAX_IDLE_BALANCE_COST: u64 = bi::sis_consts_SIS_PROP_MAX_IDLE_BALANCE_COST as u64;
 const SIS_PROP_SCAN_COST_NS: u64 = 100;
+/// The SIS_FIT counterfactual (--fit): patched with DepthRules' fit bit (the feature named
+/// from the table, not spelled here), the LLC depth from the fit
+fn sis_fit_policy() -> Result<(String, u64)> {
+    let fit = DepthRules {
+        fit: true,
+        ..Default::default()
+    }
+    .bits();
+    parse_policy(&format!("patched+{}", features::names_on(fit).join("+")))
+}
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ShadowOpts {
@@ -82,6 +103,12 @@ pub struct ShadowOpts {
     /// Print every disagreeing snapshot to stderr, one line each (for finding the cause)
     #[arg(long)]
     pub dump: bool,
+    /// Also replay each wake-up under SIS_FIT (patched+SIS_FIT) with the fit of FILE, a
+    /// `calibrate --json` report (its last line): each LLC's depth is the report's
+    /// depth_p95 for the LLC's utilization bucket where the report fits one, else the
+    /// kernel's nr_idle_scan. Without it, no SIS_FIT row (one line says so)
+    #[arg(long, value_name = "FILE.json")]
+    pub fit: Option<PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,6 +188,8 @@ pub struct Report {
     pub agreement_pct: f64,
     pub disagreements: BTreeMap<String, u64>,
     pub policies: Vec<PolicyRow>,
+    /// the SIS_FIT counterfactual: its fit, or why it is not replayed
+    pub sis_fit: String,
     /// --mutate-scan-start: the wrong port on the same records
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mutant: Option<Mutant>,
@@ -192,7 +221,7 @@ fn kernel_release() -> String {
 /// debugfs is mounted (6.12+: SIS_UTIL on, SIS_PROP gone). SIS_CORE is sched_smt_active()
 /// there (no sched_feat): the topology decides.
 fn kernel_features() -> (u64, String) {
-    let base = crate::features::preset(crate::features::Preset::patched());
+    let base = crate::sched::features::preset(crate::sched::features::Preset::patched());
     let path = "/sys/kernel/debug/sched/features";
     let Ok(text) = std::fs::read_to_string(path) else {
         return (base, "6.12+ defaults (debugfs not mounted)".into());
@@ -200,9 +229,9 @@ fn kernel_features() -> (u64, String) {
     // the kernel's words that name one of the port's features (X or NO_X)
     let ours: Vec<&str> = text
         .split_whitespace()
-        .filter(|w| crate::features::apply(0, &[*w]).is_ok())
+        .filter(|w| crate::sched::features::apply(0, &[*w]).is_ok())
         .collect();
-    let word = crate::features::apply(base, &ours).unwrap_or(base);
+    let word = crate::sched::features::apply(base, &ours).unwrap_or(base);
     let on = |name: &str| text.split_whitespace().any(|w| w == name);
     let mut src = path.to_string();
     for name in ["WA_IDLE", "WA_BIAS"] {
@@ -415,7 +444,9 @@ fn record(
                     return;
                 }
                 // SAFETY: the record is shadow.bpf.c's struct shadow_rec, plain integers
-                k.push(unsafe { std::ptr::read_unaligned(data.as_ptr() as *const Rec) });
+                let mut r = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const Rec) };
+                apply_in_task(&mut r);
+                k.push(r);
             })
             .lost_cb(move |_cpu, n| *l2.borrow_mut() += n)
             .build()
@@ -483,6 +514,8 @@ struct Replay<'obj> {
     hz: u64,
     /// CPUs whose cpu_ctx/nr_running the previous replay wrote
     dirty: Vec<usize>,
+    /// SIS_FIT's row (--fit), for every LLC: applied where the feature word has SIS_FIT
+    fit: Option<FitRow>,
 }
 
 /// One replayed decision.
@@ -495,7 +528,12 @@ struct Run {
 }
 
 impl<'obj> Replay<'obj> {
-    fn load(obj: &'obj mut MaybeUninit<OpenObject>, topo: &bi::sis_topo, hz: u64) -> Result<Self> {
+    fn load(
+        obj: &'obj mut MaybeUninit<OpenObject>,
+        topo: &bi::sis_topo,
+        hz: u64,
+        fit: Option<FitRow>,
+    ) -> Result<Self> {
         let mut open = ShadowReplaySkelBuilder::default()
             .open(obj)
             .context("opening the replay BPF object")?;
@@ -508,6 +546,7 @@ impl<'obj> Replay<'obj> {
             skel,
             hz,
             dirty: vec![],
+            fit,
         })
     }
 
@@ -520,6 +559,7 @@ impl<'obj> Replay<'obj> {
         idle: &[u64; WORDS],
         force: i32,
     ) -> Result<(Run, u32, i32)> {
+        let fit = self.fit;
         let bss = self.skel.maps.bss_data.as_mut().context("no bss")?;
         for c in self.dirty.drain(..) {
             bss.nr_running[c] = 0;
@@ -549,13 +589,22 @@ impl<'obj> Replay<'obj> {
         cc.avg_scan_cost = SIS_PROP_SCAN_COST_NS;
         cc.max_idle_balance_cost = MAX_IDLE_BALANCE_COST;
         self.dirty.extend([this, prev]);
-        // sd_llc_shared of each CPU's LLC; the two may be one
+        // sd_llc_shared of each CPU's LLC; the two may be one. The depth is the kernel's
+        // nr_idle_scan, under the loader-side rules of `feat` (SIS_FIT: the fit's depth
+        // for the LLC's util sum where it has one)
+        let rules = DepthRules::of(feat);
         for (i, cpu) in [(1, prev), (0, this)] {
             let llc = bss.topo.cpu_llc[cpu];
             if llc >= 0 {
+                let weight = bss.topo.llc_nr[llc as usize] as u64;
                 let l = &mut bss.llc_ctxs[llc as usize];
                 l.has_idle_cores = (r.has_idle_cores[i] > 0) as u64;
-                l.nr_idle_scan = r.nr_idle_scan[i].max(0) as u64;
+                l.nr_idle_scan = rules.apply(
+                    r.nr_idle_scan[i].max(0) as u64,
+                    r.util_sum[i],
+                    weight,
+                    fit.as_ref(),
+                );
             }
         }
         let steps = force >= -1;
@@ -754,6 +803,29 @@ fn mutate_scan_start(topo: &mut bi::sis_topo) {
     }
 }
 
+/// in_task() (include/linux/preempt.h, !PREEMPT_RT) on the waker's preempt_count() `pc` in
+/// its `layout` (shadow.bpf.c's SHADOW_PC_*): not in NMI or hard IRQ, not serving a softirq.
+/// Since counted interrupt disabling (7.x), bits 16-23 count hardirq-disabling (task
+/// context) and the hardirq count moved to 24-27: the legacy mask there reads a hard IRQ as
+/// task context.
+fn in_task(pc: u32, layout: u32) -> bool {
+    let irq = match layout {
+        PC_IRQ_DISABLE_NMI_BIT => HARDIRQ_NMI_NMI_BIT,
+        PC_IRQ_DISABLE => HARDIRQ_NMI_64BIT,
+        _ => HARDIRQ_NMI_LEGACY,
+    };
+    pc & (irq | SOFTIRQ_OFFSET) == 0
+}
+
+/// fair.c's `is_per_cpu_kthread(current) && in_task()` of a record as read (fentry,
+/// kprobe: shadow.bpf.c gives the first and the raw preempt_count); tracepoints read no
+/// preempt_count (layout 0: in_task() stays unknown, replayed both ways).
+fn apply_in_task(r: &mut Rec) {
+    if r.pc_layout >= PC_LEGACY && r.pcpu_kthread != 0 {
+        r.pcpu_kthread = in_task(r.preempt_count, r.pc_layout) as u32;
+    }
+}
+
 fn pct(a: u64, b: u64) -> f64 {
     if b == 0 {
         0.0
@@ -804,17 +876,39 @@ fn variants(r: &Rec) -> Vec<Rec> {
 }
 
 /// Replay the records: agreement, races, disagreements, counterfactuals.
+/// The one line on the SIS_FIT counterfactual (table and JSON `sis_fit`): the fit's file and
+/// how many buckets it fits, or that there is no row for want of --fit.
+fn fit_note(policy: &str, fit: Option<(&std::path::Path, usize)>) -> String {
+    match fit {
+        Some((path, n)) => format!(
+            "replayed as {policy}: the fit of {} ({n} of {} buckets fitted, the others keep the kernel's nr_idle_scan)",
+            path.display(),
+            crate::sched::sis_fit::BUCKETS
+        ),
+        None => format!(
+            "{policy} not replayed: no --fit FILE (a `scx_sisutil calibrate --json` report)"
+        ),
+    }
+}
+
+/// What the replay machine takes besides the topology: the kernel's HZ and SIS_FIT's row.
+#[derive(Clone, Copy, Debug)]
+struct ReplayOpts {
+    hz: u64,
+    fit: Option<FitRow>,
+}
+
 fn analyse(
     recs: &[Rec],
     topo: &bi::sis_topo,
     feat: u64,
-    hz: u64,
+    ro: ReplayOpts,
     policies: &[(String, u64)],
     dump: bool,
     racy_given: Option<&[bool]>,
 ) -> Result<Analysis> {
     let mut obj = MaybeUninit::<OpenObject>::uninit();
-    let mut rp = Replay::load(&mut obj, topo, hz)?;
+    let mut rp = Replay::load(&mut obj, topo, ro.hz, ro.fit)?;
     let (mut compared, mut racy, mut agreed, mut current, mut idle_available) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut dis: BTreeMap<String, u64> = BTreeMap::new();
@@ -979,9 +1073,10 @@ fn print_table(rep: &Report) {
             p.policy, p.wakeups, p.cpus_examined_per_wakeup, p.idle_found_pct, p.same_as_kernel_pct
         );
     }
+    println!("fitted depth: {}", rep.sis_fit);
 }
 
-/// matplotlib script for crate::plot::render (data, title, out defined there)
+/// matplotlib script for crate::tools::plot::render (data, title, out defined there)
 const PLOT: &str = r#"
 p = data["policies"]
 names = [x["policy"] for x in p]
@@ -1005,19 +1100,34 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     let plot_out = opts
         .plot
         .as_deref()
-        .map(crate::plot::check_out)
+        .map(crate::tools::plot::check_out)
+        .transpose()?;
+    // a bad --fit fails now too
+    let fitted = opts
+        .fit
+        .as_deref()
+        .map(crate::tools::calibrate::fit_from_report)
         .transpose()?;
     check_no_sched_ext()?;
     let t = scx_utils::Topology::new().context("reading the CPU topology")?;
     let mut topo = TopoDesc::from_scx(&t).build()?;
     let (feat, features_source) = kernel_features();
-    let policies: Vec<(String, u64)> = std::iter::once(Ok(("kernel".to_string(), feat)))
+    let fit = fitted.map(|(row, _)| row);
+    let fit_policy = sis_fit_policy()?;
+    let sis_fit = fit_note(
+        &fit_policy.0,
+        opts.fit.as_deref().zip(fitted.as_ref().map(|f| f.1)),
+    );
+    let mut policies: Vec<(String, u64)> = std::iter::once(Ok(("kernel".to_string(), feat)))
         .chain(
             ["vanilla", "patched", "patched-unbounded"]
                 .iter()
                 .map(|p| parse_policy(p)),
         )
         .collect::<Result<_>>()?;
+    if fit.is_some() {
+        policies.push(fit_policy);
+    }
     scx_utils::try_set_rlimit_infinity();
     let started = Instant::now();
     let modes = match (opts.attach, opts.kprobe) {
@@ -1036,10 +1146,19 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     let duration_s = started.elapsed().as_secs_f64();
     // the kernel's HZ (record_wakee's decay period); 250 when the run is too short to tell
     let hz = infer_hz(&recs).unwrap_or(250);
-    let a = analyse(&recs, &topo, feat, hz, &policies, opts.dump, None)?;
+    let a = analyse(
+        &recs,
+        &topo,
+        feat,
+        ReplayOpts { hz, fit },
+        &policies,
+        opts.dump,
+        None,
+    )?;
     let mutant = if opts.mutate_scan_start {
         mutate_scan_start(&mut topo);
-        let m = analyse(&recs, &topo, feat, hz, &[], false, Some(&a.racy_mask))?;
+        let ro = ReplayOpts { hz, fit: None };
+        let m = analyse(&recs, &topo, feat, ro, &[], false, Some(&a.racy_mask))?;
         Some(Mutant {
             compared: m.compared,
             agreed: m.agreed,
@@ -1070,6 +1189,7 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         agreement_pct: pct(a.agreed, a.compared),
         disagreements: a.disagreements,
         policies: a.policies,
+        sis_fit,
         mutant,
     };
     if opts.json {
@@ -1082,7 +1202,7 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
             "shadow: {} ({} compared wake-ups, {:.1} % agreement)",
             rep.kernel, rep.compared, rep.agreement_pct
         );
-        let n = crate::plot::render(PLOT, &rep, out, &title)?;
+        let n = crate::tools::plot::render(PLOT, &rep, out, &title)?;
         eprintln!("shadow: wrote {} ({n} bytes)", out.path().display());
     }
     Ok(())
@@ -1140,7 +1260,7 @@ mod tests {
             &[r],
             t,
             KERNEL,
-            250,
+            ReplayOpts { hz: 250, fit: None },
             &[("kernel".into(), KERNEL)],
             false,
             None,
@@ -1218,6 +1338,110 @@ mod tests {
         let o = analyse_one(&t, r);
         // wide: target prev 4 -> its idle sibling 5; the kernel's 0 is this_cpu's target
         assert_eq!(step_of(&o), "wake_wide");
+    }
+
+    /// The SIS_FIT counterfactual: where the fit has a depth for the LLC's util bucket it
+    /// replaces the kernel's nr_idle_scan (more, and an idle CPU found that patched's
+    /// skipped scan missed; 0, and the scan patched made is skipped), where it has none the
+    /// row is patched's. Without a fit, SIS_FIT is patched.
+    #[test]
+    fn shadow_sis_fit_row_follows_the_fit() {
+        use crate::sched::sis_util_depth::sum_util_for_pct;
+        let t = topo(1, 4, 1);
+        let patched = parse_policy("patched").unwrap();
+        let fitp = sis_fit_policy().unwrap();
+        assert_eq!(fitp.0, "patched+SIS_FIT");
+        let mut row: FitRow = [None; crate::sched::sis_fit::BUCKETS];
+        row[9] = Some(4);
+        row[2] = Some(0);
+        let run = |r: Rec, fit: Option<FitRow>| {
+            let o = analyse(
+                &[r],
+                &t,
+                KERNEL,
+                ReplayOpts { hz: 250, fit },
+                &[patched.clone(), fitp.clone()],
+                false,
+                None,
+            )
+            .unwrap();
+            assert_eq!(o.compared, 1, "{o:?}");
+            let f = |p: &PolicyRow| (p.cpus_examined_per_wakeup, p.idle_found_pct);
+            (f(&o.policies[0]), f(&o.policies[1]))
+        };
+        // 95 %: the kernel's depth 0 skips the scan (target 0 busy, CPU 3 idle); the fit's
+        // bucket 9 scans 4 and finds 3 (1, 2, 3 examined)
+        let mut r = rec(0, 0, &[3], 0, 0, 4);
+        r.util_sum = [sum_util_for_pct(95, 4); 2];
+        let (p, f) = run(r, Some(row));
+        assert_eq!((p.1, f.1), (0.0, 100.0));
+        assert_eq!(f.0 - p.0, 3.0, "{p:?} {f:?}");
+        // no fit: SIS_FIT keeps the kernel's depth
+        assert_eq!(run(r, None).0, run(r, None).1);
+        // 25 %: the fit's bucket 2 says 0 (no idle CPU to find there): the scan patched
+        // made with the kernel's depth 4 is skipped
+        let mut r = rec(0, 0, &[3], 4, 3, 4);
+        r.util_sum = [sum_util_for_pct(25, 4); 2];
+        let (p, f) = run(r, Some(row));
+        assert_eq!((p.1, f.1), (100.0, 0.0));
+        // 55 %: bucket 5 has no fit: patched's depth
+        r.util_sum = [sum_util_for_pct(55, 4); 2];
+        let (p, f) = run(r, Some(row));
+        assert_eq!(p, f);
+        // the report's line, with and without a fit
+        let no = fit_note(&fitp.0, None);
+        assert_eq!(no.lines().count(), 1);
+        assert!(no.contains("not replayed: no --fit"), "{no}");
+        let yes = fit_note(&fitp.0, Some((std::path::Path::new("f.json"), 2)));
+        assert!(yes.contains("f.json (2 of 10 buckets fitted"), "{yes}");
+    }
+
+    /// in_task() per preempt_count layout (include/linux/preempt.h): 7.x's counted
+    /// interrupt disabling moved the hardirq count to bits 24-27 (bits 16-23 now count
+    /// hardirq disabling, task context), NMI to bit 28 (nmi_nesting) or 28-31 (64-bit).
+    #[test]
+    fn shadow_in_task_follows_the_preempt_count_layout() {
+        for (pc, layout, want) in [
+            (0, PC_LEGACY, true),
+            (0x200, PC_LEGACY, true), // softirqs disabled, not serving
+            (0x100, PC_LEGACY, false),
+            (0x1_0000, PC_LEGACY, false),
+            (0x10_0000, PC_LEGACY, false),
+            (0x0100_0000, PC_LEGACY, true),
+            (0x200, PC_IRQ_DISABLE_NMI_BIT, true),
+            (0x100, PC_IRQ_DISABLE_NMI_BIT, false),
+            (0x1_0000, PC_IRQ_DISABLE_NMI_BIT, true), // interrupts disabled, counted
+            (0x10_0000, PC_IRQ_DISABLE_NMI_BIT, true),
+            (0x0100_0000, PC_IRQ_DISABLE_NMI_BIT, false), // hard IRQ
+            (0x1000_0000, PC_IRQ_DISABLE_NMI_BIT, false), // NMI
+            (0x8000_0000, PC_IRQ_DISABLE_NMI_BIT, true),  // x86's PREEMPT_NEED_RESCHED
+            (0x1_0000, PC_IRQ_DISABLE, true),
+            (0x0100_0000, PC_IRQ_DISABLE, false),
+            (0x2000_0000, PC_IRQ_DISABLE, false), // NMI nesting 2
+            (0x100, PC_IRQ_DISABLE, false),
+        ] {
+            assert_eq!(in_task(pc, layout), want, "{pc:#x} layout {layout}");
+        }
+        // the 7.3.4 pattern: a per-CPU kthread waker (this == prev, alone on its rq)
+        // interrupted by a hard IRQ: fair.c does not stack on prev and scans (CPU 3 idle)
+        let t = topo(1, 4, 1);
+        let mut r = rec(0, 0, &[3], 4, 3, 4);
+        r.pcpu_kthread = 1;
+        r.preempt_count = 0x0100_0000;
+        r.pc_layout = PC_IRQ_DISABLE;
+        let mut read = r;
+        apply_in_task(&mut read);
+        assert_eq!(analyse_one(&t, read).agreed, 1);
+        // read with the legacy mask it is task context: the port stacks on prev 0
+        r.pc_layout = PC_LEGACY;
+        apply_in_task(&mut r);
+        assert_eq!(step_of(&analyse_one(&t, r)), "target/prev/recent");
+        // tracepoints (layout 0): left as read, in_task() unknown
+        let mut tp = rec(0, 0, &[3], 4, 3, 4);
+        tp.pcpu_kthread = 1;
+        tp.preempt_count = 0x0100_0000;
+        apply_in_task(&mut tp);
+        assert_eq!(tp.pcpu_kthread, 1);
     }
 
     #[test]

@@ -9,8 +9,11 @@
 # (fentry, kprobe, tracepoint; default fentry), SECS seconds of the kernel's decisions, replayed:
 #   at least 1000 compared wake-ups (16 s: 4,571-8,919 seen; 8 s gave 731 once on a loaded
 #   host), agreement >= 92 % here and >= 95 % in tests/vm.rs (seen with in_task() read:
-#   7.3.4 99.2-99.7 %, 6.12 99.9 %; the figure is printed every run)
+#   7.3.4 99.2-99.7 %, 6.12 99.9 %; with 7.x's preempt_count layout, 7.3.4 99.97-100 %;
+#   the figure is printed every run)
 #   the mutant port (LLC scan from target, not target + 1) on the SAME records agrees less
+#   the SIS_FIT counterfactual: a fit measured here first (`calibrate --json` while
+#   scx_sisutil runs under the same load) given as --fit: a `patched+SIS_FIT` row
 # Figures: wakeups, compared, racy, dropped, agreed, agreement %, the mutant's, per attach.
 . "$(dirname "$0")/lib.sh"
 
@@ -23,6 +26,10 @@ readonly MIN_COMPARED=1000 MIN_AGREEMENT=92
 
 [ "$(scx_state)" = disabled ] || fail "a sched_ext scheduler is attached: $(scx_ops)"
 
+hackbench_bg -p -g 1 -f 2 -l 400
+stress-ng --cpu $(((ncpu + 3) / 4)) --cpu-load 50 --timeout 600s > /dev/null 2>&1 &
+bg $!
+
 # shadow refuses while a sched_ext scheduler is attached (the fair class does not place
 # those tasks): non-zero exit, one line saying so
 sched_start /tmp/sched.log
@@ -34,17 +41,20 @@ expect_eq "shadow's lines while sched_ext is attached" "$(wc -l < /tmp/shadow-re
 grep -q 'a sched_ext scheduler is attached' /tmp/shadow-refuse.err ||
   fail "shadow's refusal does not say why: $(cat /tmp/shadow-refuse.err)"
 ok "shadow refuses while a sched_ext scheduler is attached"
+# SIS_FIT's fit for --fit: calibrate's report of this guest under the same load
+scx_sisutil calibrate --interval 6 --json > /tmp/fit.json 2> /tmp/fit.err ||
+  fail "calibrate exited $?: $(tail -n 2 /tmp/fit.err)"
+figure fit_wakeups "$(jq -r '[.buckets[].wakeups] | add' /tmp/fit.json)"
+info "fit (depth_p95 per bucket): $(jq -c '[.buckets[].depth_p95]' /tmp/fit.json)"
+ok "fit: calibrate's report"
 sched_stop_clean
 [ "$(scx_state)" = disabled ] || fail "a sched_ext scheduler is attached: $(scx_ops)"
 ok "no sched_ext scheduler attached: the fair class places every task"
 
-hackbench_bg -p -g 1 -f 2 -l 400
-stress-ng --cpu $(((ncpu + 3) / 4)) --cpu-load 50 --timeout 600s > /dev/null 2>&1 &
-bg $!
 sleep 2
 
 for mode in "${modes[@]}"; do
-  args=(--duration "$secs" --json --mutate-scan-start --dump --attach "$mode")
+  args=(--duration "$secs" --json --mutate-scan-start --dump --attach "$mode" --fit /tmp/fit.json)
   info "scx_sisutil shadow ${args[*]}"
   scx_sisutil shadow "${args[@]}" > "/tmp/shadow-$mode.json" 2> "/tmp/shadow-$mode.err" ||
     fail "shadow --$mode exited $?: $(grep -v '^libbpf' "/tmp/shadow-$mode.err" | tail -n 3 | tr '\n' ' ')"
@@ -67,6 +77,12 @@ for mode in "${modes[@]}"; do
   info "$mode disagreements: $(jq -c .disagreements "$j")"
   info "$mode mutant disagreements: $(jq -c .mutant.disagreements "$j")"
   info "$mode policies: $(jq -c .policies "$j")"
+  info "$mode SIS_FIT: $(jq -r .sis_fit "$j")"
+  expect_eq "$mode: the SIS_FIT row" "$(jq -r '[.policies[].policy] | index("patched+SIS_FIT") != null' "$j")" true
+  for p in patched patched+SIS_FIT; do
+    figure "${mode}_${p}_cpus" "$(jq -r --arg p "$p" '.policies[] | select(.policy == $p) | .cpus_examined_per_wakeup' "$j")"
+    figure "${mode}_${p}_idle_pct" "$(jq -r --arg p "$p" '.policies[] | select(.policy == $p) | .idle_found_pct' "$j")"
+  done
   compared=$(jq -r .compared "$j"); agreed=$(jq -r .agreed "$j"); pct=$(jq -r .agreement_pct "$j")
   m_agreed=$(jq -r .mutant.agreed "$j"); m_compared=$(jq -r .mutant.compared "$j")
   awk_true 'c >= m' -v c="$compared" -v m="$MIN_COMPARED" ||

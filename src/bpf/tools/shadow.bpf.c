@@ -66,7 +66,7 @@ struct shadow_rec {
 	s32 chosen;		/* the kernel's answer (exit) */
 	u32 wake_flags;
 	s32 recent_used_cpu;	/* p->recent_used_cpu at entry */
-	u32 pcpu_kthread;	/* is_per_cpu_kthread(current) && in_task() */
+	u32 pcpu_kthread;	/* is_per_cpu_kthread(current); && in_task() is src/tools/shadow.rs's */
 	u32 sync;		/* WF_SYNC && !(current->flags & PF_EXITING) */
 	u32 last_wakee_is_p;	/* current->last_wakee == p */
 	u32 waker_flips;
@@ -95,7 +95,21 @@ struct shadow_rec {
 	u32 on_cpu;		/* tracepoints: p->on_cpu at sched_waking */
 	u32 this_nr_delayed;	/* cfs_h_nr_delayed(this_rq) */
 	s32 stack_sync;		/* WF_SYNC inferred from the call stack; -1 not read */
+	u32 preempt_count;	/* preempt_count() of the waker (in_task()), low 32 bits */
+	u32 pc_layout;		/* SHADOW_PC_*: its layout; 0 not read (tracepoints) */
+	u64 util_sum[2];	/* the LLC's sum of cpu_util_cfs(): [0] this_cpu's, [1] prev's */
 };
+
+/*
+ * shadow_rec.pc_layout: where include/linux/preempt.h puts the hardirq and NMI counts.
+ * Legacy: hardirq 16-19, NMI 20-23. With counted interrupt disabling (the per-CPU
+ * local_interrupt_disable_state exists; 7.x): bits 16-23 count hardirq *disabling*, hardirq
+ * 24-27, NMI bit 28 (nesting in the per-CPU nmi_nesting) or, with a 64-bit preempt count
+ * (HAS_SEPARATE_PREEMPT_RESCHED_BITS, no nmi_nesting), bits 28-31.
+ */
+#define SHADOW_PC_LEGACY		1
+#define SHADOW_PC_IRQ_DISABLE_NMI_BIT	2
+#define SHADOW_PC_IRQ_DISABLE		3
 
 /* shadow_rec.unknown: inputs the tracepoints cannot read (src/tools/shadow.rs replays both values) */
 #define SHADOW_UNK_SYNC		1	/* wake_flags: WF_SYNC is not an argument of sched_waking */
@@ -150,21 +164,22 @@ struct {
 } counters SEC(".maps");
 
 /*
- * preempt_count() for in_task(): the per-CPU __preempt_count (x86, v6.15+), or
- * pcpu_hot.preempt_count (v6.2 .. v6.14); both are per-CPU symbols, resolved where
- * kallsyms lists data (as runqueues). Neither found: taken as task context.
+ * preempt_count() for in_task(): the per-CPU __preempt_count (x86, v6.15+; an unsigned
+ * long with a 64-bit count, whose low 32 bits hold every count in_task() tests, read as
+ * such on little-endian x86), or pcpu_hot.preempt_count (v6.2 .. v6.14); both are per-CPU
+ * symbols, resolved where kallsyms lists data (as runqueues). Neither found: 0, taken as
+ * task context. The layout from which symbols exist (SHADOW_PC_*); src/tools/shadow.rs
+ * applies in_task()'s mask.
  */
+extern unsigned long local_interrupt_disable_state __ksym __weak;
+extern unsigned int nmi_nesting __ksym __weak;
 extern const int __preempt_count __ksym __weak;
 struct pcpu_hot___shadow {
 	int preempt_count;
 } __attribute__((preserve_access_index));
 extern struct pcpu_hot___shadow pcpu_hot __ksym __weak;
 
-/* include/linux/preempt.h: NMI_MASK | HARDIRQ_MASK | SOFTIRQ_OFFSET (!PREEMPT_RT) */
-#define SHADOW_NOT_TASK_MASK	(0x00f00000 | 0x000f0000 | 0x00000100)
-
-/* in_task(): not in NMI, hard IRQ or softirq serving */
-static __always_inline bool shadow_in_task(void)
+static __always_inline u32 shadow_preempt_count(void)
 {
 	int pc = 0;
 
@@ -172,7 +187,14 @@ static __always_inline bool shadow_in_task(void)
 		pc = *(int *)bpf_this_cpu_ptr(&__preempt_count);
 	else if (bpf_core_field_exists(pcpu_hot.preempt_count))
 		pc = ((struct pcpu_hot___shadow *)bpf_this_cpu_ptr(&pcpu_hot))->preempt_count;
-	return !(pc & SHADOW_NOT_TASK_MASK);
+	return pc;
+}
+
+static __always_inline u32 shadow_pc_layout(void)
+{
+	if (!bpf_ksym_exists(&local_interrupt_disable_state))
+		return SHADOW_PC_LEGACY;
+	return bpf_ksym_exists(&nmi_nesting) ? SHADOW_PC_IRQ_DISABLE_NMI_BIT : SHADOW_PC_IRQ_DISABLE;
 }
 
 /*
@@ -264,6 +286,23 @@ static __always_inline bool rq_idle(struct rq *rq)
 	       !BPF_CORE_READ(rq, nr_running) && !BPF_CORE_READ(rq, ttwu_pending);
 }
 
+/*
+ * cpu_util_cfs(cpu) (fair.c, with UTIL_EST): max(cfs.avg.util_avg, cfs.avg.util_est),
+ * capped at the CPU's capacity (SCHED_CAPACITY here: no asymmetric capacity); their sum
+ * over an LLC is the sum_util update_idle_cpu_scan() turns into nr_idle_scan, and picks
+ * SIS_FIT's bucket in shadow's counterfactual.
+ */
+static __always_inline u64 rq_util(struct rq *rq)
+{
+	u64 u = BPF_CORE_READ(rq, cfs.avg.util_avg), est = 0;
+
+	if (bpf_core_field_exists(rq->cfs.avg.util_est) && bpf_core_field_size(rq->cfs.avg.util_est) == 4)
+		est = BPF_CORE_READ(rq, cfs.avg.util_est);
+	if (est > u)
+		u = est;
+	return u < SCHED_CAPACITY ? u : SCHED_CAPACITY;
+}
+
 /* sched_idle_cpu(): rq->nr_running && rq->nr_running == rq->cfs.h_nr_idle */
 static __always_inline bool rq_sched_idle(struct rq *rq)
 {
@@ -284,7 +323,7 @@ static __always_inline bool rq_sched_idle(struct rq *rq)
  * @chosen_base < 0: nothing to discount (fexit, kretprobe).
  */
 static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, const bool tp,
-				     s32 chosen, s32 chosen_base)
+				     s32 chosen, s32 chosen_base, u64 *util_sum)
 {
 	s32 llc;
 	u32 i, start, nr;
@@ -317,6 +356,8 @@ static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, c
 			continue;
 		}
 		mask_put(r->read, c);
+		if (util_sum)
+			*util_sum += rq_util(rq);
 		if (avail)
 			mask_put(r->avail_idle, c);
 		if (sidle)
@@ -469,11 +510,12 @@ static __always_inline int on_entry(void *ctx, struct task_struct *p, s32 prev,
 	cur_flags = BPF_CORE_READ(cur, flags);
 	/* is_per_cpu_kthread(current) && in_task() */
 	kthread = (cur_flags & SHADOW_PF_KTHREAD) && BPF_CORE_READ(cur, nr_cpus_allowed) == 1;
+	r->pcpu_kthread = kthread;
 	if (tp) {
-		r->pcpu_kthread = kthread;
 		r->unknown = SHADOW_UNK_SYNC | (kthread ? SHADOW_UNK_IN_TASK : 0);
 	} else {
-		r->pcpu_kthread = kthread && shadow_in_task();
+		r->preempt_count = shadow_preempt_count();
+		r->pc_layout = shadow_pc_layout();
 	}
 	r->stack_sync = stack_sync(ctx, s);
 	if (tp && r->stack_sync >= 0) {
@@ -519,9 +561,11 @@ static __always_inline int on_entry(void *ctx, struct task_struct *p, s32 prev,
 		r->allowed[i & (MASK_WORDS - 1)] = w;
 	}
 
-	read_llc(r, this_cpu, false, tp, -1, -1);
+	read_llc(r, this_cpu, false, tp, -1, -1, &r->util_sum[0]);
 	if (topo.cpu_llc[prev & (MAX_CPUS - 1)] != topo.cpu_llc[this_cpu & (MAX_CPUS - 1)])
-		read_llc(r, prev, false, tp, -1, -1);
+		read_llc(r, prev, false, tp, -1, -1, &r->util_sum[1]);
+	else
+		r->util_sum[1] = r->util_sum[0];
 	read_llc_shared(this_cpu, &r->has_idle_cores[0], &r->nr_idle_scan[0], tp);
 	read_llc_shared(prev, &r->has_idle_cores[1], &r->nr_idle_scan[1], tp);
 	s->p = (u64)p;
@@ -546,9 +590,9 @@ static __always_inline int on_exit(void *ctx, s32 ret, const bool tp, s32 chosen
 	r->chosen = ret;
 	r->waker_flips_exit = BPF_CORE_READ(cur, wakee_flips);
 	r->waker_decay_ts_exit = BPF_CORE_READ(cur, wakee_flip_decay_ts);
-	read_llc(r, r->this_cpu, true, tp, ret, chosen_base);
+	read_llc(r, r->this_cpu, true, tp, ret, chosen_base, NULL);
 	if (topo.cpu_llc[r->prev & (MAX_CPUS - 1)] != topo.cpu_llc[r->this_cpu & (MAX_CPUS - 1)])
-		read_llc(r, r->prev, true, tp, ret, chosen_base);
+		read_llc(r, r->prev, true, tp, ret, chosen_base, NULL);
 	read_llc_shared(r->this_cpu, &r->has_idle_cores_exit[0], &r->nr_idle_scan_exit[0], tp);
 	read_llc_shared(r->prev, &r->has_idle_cores_exit[1], &r->nr_idle_scan_exit[1], tp);
 	if (s->bad || (r->unknown & 0x80000000)) {
