@@ -38,3 +38,4 @@ for sched in sisutil eevdf; do
   kill $L; sleep 1; killall hackbench 2>/dev/null; sleep 2
   [ $sched = sisutil ] && { kill -INT $S; wait $S; echo "sched exit $?"; grep -v INFO /tmp/sched.log | tail -3; }
 done
+:
