@@ -56,6 +56,8 @@ pub struct Level {
 #[derive(Debug, Default, Serialize)]
 pub struct Report {
     pub duration_s: f64,
+    /// seconds to load, attach and arm the tracer (under load, seconds)
+    pub attach_s: f64,
     /// the sched_ext scheduler in charge ("none": the kernel's fair class)
     pub scheduler: String,
     pub levels: Vec<Level>,
@@ -103,6 +105,32 @@ pub fn latency_main(opts: &LatencyOpts, shutdown: &dyn Fn() -> bool) -> Result<(
     Ok(())
 }
 
+/// The tracer loaded and its three programs attached, not yet armed: no wait starts.
+fn load_attached(obj: &mut MaybeUninit<libbpf_rs::OpenObject>) -> Result<skel::WaitlatSkel<'_>> {
+    scx_utils::try_set_rlimit_infinity();
+    let mut open = skel::WaitlatSkelBuilder::default()
+        .open(obj)
+        .context("opening the latency tracer")?;
+    // the scx headers' fentry probe of sched_ext registration: not wanted here
+    open.progs.scx_lib_init_probe.set_autoload(false);
+    let mut sk = open.load().context("loading the latency tracer")?;
+    sk.attach()
+        .context("attaching the latency tracer to the sched tracepoints")?;
+    Ok(sk)
+}
+
+/// Waits start from now: only once sched_switch's program is attached too (waitlat.bpf.c,
+/// `armed`), or a wake-up seen without it leaves a start that a later wait inherits.
+fn arm(sk: &mut skel::WaitlatSkel<'_>) -> Result<()> {
+    match sk.maps.bss_data.as_deref_mut() {
+        Some(b) => {
+            b.armed = 1;
+            Ok(())
+        }
+        None => bail!("the latency tracer has no .bss (cannot arm it)"),
+    }
+}
+
 /// Trace wake-ups for `duration` seconds (or until `shutdown`) and report them.
 pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
     if unsafe { libc::geteuid() } != 0 {
@@ -111,16 +139,11 @@ pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
     if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
         bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing; needs CONFIG_DEBUG_INFO_BTF=y)");
     }
-    scx_utils::try_set_rlimit_infinity();
+    let loading = Instant::now();
     let mut obj = MaybeUninit::uninit();
-    let mut open = skel::WaitlatSkelBuilder::default()
-        .open(&mut obj)
-        .context("opening the latency tracer")?;
-    // the scx headers' fentry probe of sched_ext registration: not wanted here
-    open.progs.scx_lib_init_probe.set_autoload(false);
-    let mut sk = open.load().context("loading the latency tracer")?;
-    sk.attach()
-        .context("attaching the latency tracer to the sched tracepoints")?;
+    let mut sk = load_attached(&mut obj)?;
+    arm(&mut sk)?;
+    let attach_s = loading.elapsed().as_secs_f64();
     // one line on stderr once wake-ups are traced: a caller can start its load after it
     eprintln!("scx_sisutil latency: tracing");
 
@@ -203,6 +226,7 @@ pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
     let dropped = sk.maps.bss_data.as_ref().map_or(0, |b| b.dropped);
     let rep = Report {
         duration_s: elapsed,
+        attach_s,
         scheduler: current_scheduler(),
         levels: levels
             .into_iter()
@@ -306,6 +330,49 @@ mod tests {
         );
         assert!(l.max_us < t0.elapsed().as_secs_f64() * 1e6, "{l:?}");
         assert!(rep.all.count >= l.count);
+    }
+
+    /// Before the loader arms the tracer no wait starts, whatever the tracepoints see: a
+    /// thread at nice 5 sleeping 1 ms 50 times leaves `pending` empty and every histogram
+    /// at 0; armed, the same 50 sleeps are counted (>= 40: a wake-up that finds the thread
+    /// still on its CPU starts no wait, ~1 in 200 on a loaded host).
+    #[test]
+    fn tracer_starts_no_wait_before_armed() {
+        let counts = |sk: &skel::WaitlatSkel<'_>| -> Vec<u64> {
+            (0..NR_NICE as u32)
+                .map(|k| {
+                    crate::bpf_maps::lookup_percpu_as::<bi::lat_hist, _>(
+                        &sk.maps.lat_hists,
+                        k,
+                        "the latency histograms",
+                    )
+                    .unwrap()
+                    .iter()
+                    .map(|h| h.count)
+                    .sum()
+                })
+                .collect()
+        };
+        let sleeper = || {
+            std::thread::spawn(|| {
+                let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::id_t;
+                assert_eq!(unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, 5) }, 0);
+                for _ in 0..50 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+            .join()
+            .unwrap()
+        };
+        let mut obj = MaybeUninit::uninit();
+        let mut sk = load_attached(&mut obj).expect("the tracer loads on the host (needs root)");
+        sleeper();
+        assert_eq!(sk.maps.pending.keys().count(), 0, "a wait started unarmed");
+        assert!(counts(&sk).iter().all(|&c| c == 0), "{:?}", counts(&sk));
+        arm(&mut sk).unwrap();
+        sleeper();
+        let at5 = counts(&sk)[25];
+        assert!(at5 >= 40, "armed: {at5} waits at nice 5, want >= 40 of 50");
     }
 
     /// One wait of 1000 ns: its bucket ends at 1023 ns, but no quantile passes the exact

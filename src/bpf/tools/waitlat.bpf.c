@@ -43,6 +43,16 @@ struct {
 /* entries that did not fit in `pending` (the map was full) */
 u64 dropped;
 
+/*
+ * Set by the loader once all three programs are attached: no wait starts before.
+ * The programs attach one at a time, and under load the gap between the first and
+ * sched_switch's is seconds: a wake-up marked then, with no sched_switch program yet
+ * to end it, stayed in `pending`, and the task's next wake-up (BPF_NOEXIST) kept that
+ * start, so its next wait counted the time it ran and slept in between (a 31.2 s
+ * "wait" of a per-CPU kworker in a 25.3 s trace; docs/results/steady-pinned-wait-2026-11-26).
+ */
+u32 armed;
+
 static __always_inline s32 task_nice(const struct task_struct *p)
 {
 	s32 nice = p->static_prio - 120;	/* PRIO_TO_NICE(), MAX_RT_PRIO = 100, NICE_WIDTH 40 */
@@ -59,7 +69,7 @@ static __always_inline void mark_runnable(struct task_struct *p, u64 flags)
 	struct pending_val v = { .since = bpf_ktime_get_ns(), .nice = task_nice(p) };
 	u32 pid = p->pid;
 
-	if (!pid)
+	if (!pid || !armed)
 		return;
 	if (bpf_map_update_elem(&pending, &pid, &v, flags) == -E2BIG)
 		__sync_fetch_and_add(&dropped, 1);
