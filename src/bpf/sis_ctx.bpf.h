@@ -71,9 +71,12 @@ struct sis_ctx {
 
 /*
  * Is feature @f (a FEAT_* bit of intf.h) on in the feature word @word: every
- * test of a feature bit, the analog of sched_feat(X), goes through it.
+ * test of a feature bit, the analog of sched_feat(X), goes through it. It
+ * returns the bit itself (non-zero when on), as the open-coded `word & f`
+ * did, so the objects' machine code is what it was (a bool result moved
+ * clang's code in ops.update_idle).
  */
-static __always_inline bool feat_on(u64 word, u64 f)
+static __always_inline u64 feat_on(u64 word, u64 f)
 {
 	return word & f;
 }
