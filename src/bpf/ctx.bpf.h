@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The scheduler's context: its knobs, the live feature word, the per-task
- * context (task storage) and the helpers every room reads them through. The
+ * context (task storage) and the helpers every callback reads them through. The
  * per-CPU and per-LLC context and the SIS statistics (sis_stats) are in
  * sis_ctx.bpf.h, with their accessors.
  */

@@ -341,7 +341,7 @@ mod tests {
         let counts = |sk: &skel::WaitlatSkel<'_>| -> Vec<u64> {
             (0..NR_NICE as u32)
                 .map(|k| {
-                    crate::bpf_maps::lookup_percpu_as::<bi::lat_hist, _>(
+                    crate::sched::bpf_maps::lookup_percpu_as::<bi::lat_hist, _>(
                         &sk.maps.lat_hists,
                         k,
                         "the latency histograms",
