@@ -36,6 +36,7 @@ mod testing {
     pub mod calib_test;
     pub mod decide_test;
     mod layout_test;
+    mod object_test;
     pub mod sis_model;
     pub mod sis_test;
     pub mod vtime_model;

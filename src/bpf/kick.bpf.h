@@ -44,7 +44,7 @@ u64 kick_pending[MAX_CPUS / 64];
 /* is @cpu's bit set: the read KICK_SKIP_REDUNDANT adds before the atomic (kick_already_asked()) */
 static bool kick_test(s32 cpu)
 {
-	return kick_pending[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)] & (1ULL << ((u32)cpu % 64));
+	return kick_pending[mask_word(cpu)] & mask_bit(cpu);
 }
 
 /*
@@ -53,8 +53,8 @@ static bool kick_test(s32 cpu)
  */
 static bool take_kick(s32 cpu)
 {
-	u64 bit = 1ULL << ((u32)cpu % 64);
-	u64 *word = &kick_pending[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)];
+	u64 bit = mask_bit(cpu);
+	u64 *word = &kick_pending[mask_word(cpu)];
 
 	if (!(READ_ONCE(*word) & bit))
 		return false;
@@ -316,8 +316,8 @@ static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
 
 	if (kick_already_asked(feat, kick_test(cpu), ksc ? ksc->cnt : NULL))
 		return;
-	bit = 1ULL << ((u32)cpu % 64);
-	word = &kick_pending[(u32)cpu / 64 & (MAX_CPUS / 64 - 1)];
+	bit = mask_bit(cpu);
+	word = &kick_pending[mask_word(cpu)];
 	old = __sync_fetch_and_or(word, bit);
 	if (ksc)
 		ksc->cnt[STAT_KICK_ATOMIC]++;

@@ -36,14 +36,6 @@ static __always_inline bool sis_take(struct sis_ctx *c, s32 cpu)
 	return true;
 }
 
-/* select_idle_sibling()'s returns: the idle mask put back, @cpu returned */
-static __always_inline s32 sis_idle_done(struct sis_ctx *c, const struct cpumask *idle_mask,
-					 s32 cpu)
-{
-	sis_idle_put(c, idle_mask);
-	return cpu;
-}
-
 /*
  * Counters, as Mel Gorman's SIS schedstats (se_eff/dom_eff, quoted in the SIS_UTIL thread):
  * the fast checks of target, prev and recent_used_cpu are ONE scan,
@@ -434,13 +426,13 @@ static s32 select_idle_cpu(struct sis_ctx *c, const struct cpumask *idle_mask, s
 /*
  * select_idle_sibling() (fair.c): the fast checks (target, prev, the
  * per-CPU kthread stacking, recent_used_cpu), the SMT sibling of prev,
- * then the LLC scan. @recent_used_cpu points to p->recent_used_cpu. The
- * idle mask is fetched once, here, for every test below; each return puts
- * it back (sis_idle_done()).
+ * then the LLC scan. @recent_used_cpu points to p->recent_used_cpu.
+ * @idle_mask is the wake-up's idle mask, fetched and put by the caller
+ * (select_task_rq_fair()).
  */
-static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *recent_used_cpu)
+static s32 select_idle_sibling(struct sis_ctx *c, const struct cpumask *idle_mask, s32 prev,
+			       s32 target, s32 *recent_used_cpu)
 {
-	const struct cpumask *idle_mask = sis_idle_get(c);
 	bool has_idle_core = false;
 	s32 i, llc, recent;
 
@@ -453,14 +445,14 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 
 	if (sis_allowed(c, target) && sis_fast_claim(c, idle_mask, target)) {
 		sis_inc(c, STAT_FAST);
-		return sis_idle_done(c, idle_mask, target);
+		return target;
 	}
 
 	/* "If the previous CPU is cache affine and idle, don't be stupid" */
 	if (prev != target && sis_share_cache(prev, target) && sis_allowed(c, prev) &&
 	    sis_fast_claim(c, idle_mask, prev)) {
 		sis_inc(c, STAT_FAST);
-		return sis_idle_done(c, idle_mask, prev);
+		return prev;
 	}
 
 	/*
@@ -473,7 +465,7 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 	if (c->pcpu_kthread && prev == c->this_cpu &&
 	    sis_nr_running(c, c->this_cpu) <= 1 && sis_allowed(c, prev)) {
 		sis_inc(c, STAT_FAST);
-		return sis_idle_done(c, idle_mask, prev);
+		return prev;
 	}
 
 	/* "Check a recently used CPU as a potential idle candidate" */
@@ -484,12 +476,12 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 	    sis_fast_claim(c, idle_mask, recent)) {
 		sis_inc(c, STAT_FAST);
 		sis_inc(c, STAT_RECENT);
-		return sis_idle_done(c, idle_mask, recent);
+		return recent;
 	}
 
 	llc = sis_cpu_llc(target);
 	if (llc < 0)
-		return sis_idle_done(c, idle_mask, target);
+		return target;
 
 	/* the fast checks failed: a domain search, the SMT sibling included */
 	sis_inc(c, STAT_DOMAIN_SEARCH);
@@ -501,17 +493,17 @@ static s32 select_idle_sibling(struct sis_ctx *c, s32 prev, s32 target, s32 *rec
 			i = select_idle_smt(c, idle_mask, prev);
 			if (i >= 0) {
 				sis_inc(c, STAT_SMT);
-				return sis_idle_done(c, idle_mask, i);
+				return i;
 			}
 		}
 	}
 
 	i = select_idle_cpu(c, idle_mask, target, has_idle_core);
 	if (i >= 0)
-		return sis_idle_done(c, idle_mask, i);
+		return i;
 
 	sis_inc(c, STAT_FAILED);
-	return sis_idle_done(c, idle_mask, target);
+	return target;
 }
 
 /* ---- select_task_rq_fair() and the wake_affine steps ---- */
@@ -641,16 +633,14 @@ static s32 wake_affine_weight(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sy
 }
 
 /*
- * wake_affine() (fair.c): this_cpu if the checks say so, else prev. The idle
- * mask is fetched once for wake_affine_idle()'s tests.
+ * wake_affine() (fair.c): this_cpu if the checks say so, else prev.
+ * wake_affine_idle() reads @idle_mask, the wake-up's (select_task_rq_fair()).
  */
-static s32 wake_affine(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync)
+static s32 wake_affine(struct sis_ctx *c, const struct cpumask *idle_mask, s32 this_cpu,
+		       s32 prev, bool sync)
 {
-	const struct cpumask *idle_mask = sis_idle_get(c);
 	s32 target = wake_affine_idle(c, idle_mask, this_cpu, prev, sync);
 	bool weight = false;
-
-	sis_idle_put(c, idle_mask);
 
 	if (sis_feat(c, FEAT_WA_WEIGHT) && target < 0) {
 		target = wake_affine_weight(c, this_cpu, prev, sync);
@@ -671,22 +661,28 @@ static s32 wake_affine(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sync)
  * wake_affine where a wake-affine domain spans this_cpu and prev (every
  * domain of the topologies here has SD_WAKE_AFFINE: no NUMA distance beyond
  * node_reclaim_distance is modelled), then select_idle_sibling(p, prev,
- * new_cpu). @waker is current's bookkeeping, @wakee p's.
+ * new_cpu). @waker is current's bookkeeping, @wakee p's. The idle mask is
+ * fetched once per wake-up, here, passed down to wake_affine() and
+ * select_idle_sibling(), and put back on the one exit after it.
  */
 static s32 select_task_rq_fair(struct sis_ctx *c, struct sis_wake_state *waker,
 			       struct sis_wake_state *wakee, s32 prev, bool sync)
 {
 	s32 this_cpu = c->this_cpu, new_cpu = prev;
+	const struct cpumask *idle_mask;
 	bool want_affine;
 
 	if (sis_cpu_llc(this_cpu) < 0 || sis_cpu_llc(prev) < 0)
 		return prev;
 
+	idle_mask = sis_idle_get(c);
 	record_wakee(c, waker);
 	want_affine = !wake_wide(c, waker, wakee) && sis_allowed(c, this_cpu);
 	if (want_affine && this_cpu != prev)
-		new_cpu = wake_affine(c, this_cpu, prev, sync);
+		new_cpu = wake_affine(c, idle_mask, this_cpu, prev, sync);
 
-	return select_idle_sibling(c, prev, new_cpu, &wakee->recent_used_cpu);
+	new_cpu = select_idle_sibling(c, idle_mask, prev, new_cpu, &wakee->recent_used_cpu);
+	sis_idle_put(c, idle_mask);
+	return new_cpu;
 }
 

@@ -234,8 +234,12 @@ static __always_inline bool sis_share_cache(s32 a, s32 b)
 
 /*
  * The primitives (defined by wake.bpf.h or synth.bpf.h):
- *   sis_idle_get(c)         the idle mask, fetched once by each step that reads it
- *                           (select_idle_sibling(), wake_affine()); sis_idle_put(c, m) puts it
+ *   sis_idle_get(c)         the idle mask, fetched once per wake-up by select_task_rq_fair()
+ *                           (or a harness calling the steps) and passed down as an argument
+ *                           to wake_affine() and select_idle_sibling(): the verifier keeps
+ *                           the reference out of sis_ctx (a map value); sis_idle_put(c, m)
+ *                           puts it. Opaque to the port: synth.bpf.h returns NULL and reads
+ *                           its own synth_idle
  *   sis_idle(c, m, cpu)     available_idle_cpu(): a read of the fetched mask @m, no claim
  *   sis_claim(c, cpu)       take an idle CPU (test_and_clear)
  *   sis_nr_running(c, cpu)  cpu_rq(cpu)->nr_running

@@ -22,7 +22,7 @@ extern const int CONFIG_HZ __kconfig __weak;
 
 /* ---- the primitives sis.bpf.h runs on: sched_ext's idle tracking ---- */
 
-/* the idle mask: a reference, taken once per step that reads it and put on each of its exits */
+/* the idle mask: a reference, taken once per wake-up (select_task_rq_fair()) and put on its exit */
 static __always_inline const struct cpumask *sis_idle_get(struct sis_ctx *c)
 {
 	return scx_bpf_get_idle_cpumask();

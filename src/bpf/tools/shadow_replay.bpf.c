@@ -58,20 +58,24 @@ SEC("syscall")
 int replay_steps(struct sis_test_args *a)
 {
 	struct sis_ctx *c = replay_setup(a);
-	s32 this_cpu = c->this_cpu, prev = a->prev, new_cpu = prev, target;
+	s32 this_cpu = c->this_cpu, prev = a->prev, new_cpu = prev, target, cpu;
+	const struct cpumask *idle_mask;
 	bool want_affine;
 
 	if (sis_cpu_llc(this_cpu) < 0 || sis_cpu_llc(prev) < 0) {
 		replay_out(a, c, prev);
 		return 0;
 	}
+	idle_mask = sis_idle_get(c);
 	record_wakee(c, &replay_waker);
 	want_affine = !wake_wide(c, &replay_waker, &replay_wakee) && sis_allowed(c, this_cpu);
 	if (want_affine && this_cpu != prev)
-		new_cpu = wake_affine(c, this_cpu, prev, a->sync);
+		new_cpu = wake_affine(c, idle_mask, this_cpu, prev, a->sync);
 	out_want_affine = want_affine;
 	out_new_cpu = new_cpu;
 	target = force_target >= 0 ? force_target : new_cpu;
-	replay_out(a, c, select_idle_sibling(c, prev, target, &replay_wakee.recent_used_cpu));
+	cpu = select_idle_sibling(c, idle_mask, prev, target, &replay_wakee.recent_used_cpu);
+	sis_idle_put(c, idle_mask);
+	replay_out(a, c, cpu);
 	return 0;
 }
