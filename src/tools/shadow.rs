@@ -1578,9 +1578,14 @@ mod tests {
                 "the kernel's CPU is not allowed: {r:?}"
             );
         }
+        // The records are every wake-up of the machine, not only the ping-pong's: a share
+        // depends on what else runs (10 % of 5,001 with CI guests and builds beside it, where
+        // a 25 % floor failed). The ping-pong makes thousands of sync wake-ups a second; a
+        // floor of 50 keeps a 10x margin under that load, and a stack test that never
+        // matches (mutant 28) reads 0.
         let sync = rec.recs.iter().filter(|r| r.sync != 0).count();
         assert!(
-            sync * 4 >= rec.recs.len(),
+            sync >= 50,
             "only {sync} of {} wake-ups read as WF_SYNC under a unix socket ping-pong",
             rec.recs.len()
         );
