@@ -1582,7 +1582,7 @@ mod tests {
         // depends on what else runs (10 % of 5,001 with CI guests and builds beside it, where
         // a 25 % floor failed). The ping-pong makes thousands of sync wake-ups a second; a
         // floor of 50 keeps a 10x margin under that load, and a stack test that never
-        // matches (mutant 28) reads 0.
+        // matches (tools/mutants: "the call stack's WF_SYNC test misses every frame") reads 0.
         let sync = rec.recs.iter().filter(|r| r.sync != 0).count();
         assert!(
             sync >= 50,
