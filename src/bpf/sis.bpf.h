@@ -44,7 +44,8 @@ static __always_inline bool sis_take(struct sis_ctx *c, s32 cpu)
  * sibling check. Every CPU visited from then on (each CPU of
  * select_idle_smt()'s loop, select_idle_core()'s threads,
  * __select_idle_cpu()) is one scanned runqueue and one domain-scanned
- * runqueue, so domain_scanned == scanned - search.
+ * runqueue, so domain_scanned == scanned - search. Each loop counts its
+ * CPUs in a local and adds them once when it ends, on every way out.
  */
 
 /* A fast-path check (target, prev, recent): already counted as one scan. */
@@ -54,16 +55,17 @@ static __always_inline bool sis_fast_claim(struct sis_ctx *c, const struct cpuma
 	return sis_idle(c, idle_mask, cpu) && sis_take(c, cpu);
 }
 
-/* A CPU visited by the domain search: scanned and domain-scanned. */
-static __always_inline void sis_count_scan(struct sis_ctx *c)
+/* @n CPUs visited by the domain search: scanned and domain-scanned. */
+static __always_inline void sis_count_scans(struct sis_ctx *c, u32 n)
 {
-	sis_inc2(c, STAT_SCANNED, STAT_DOMAIN_SCANNED);
+	sis_add2(c, STAT_SCANNED, STAT_DOMAIN_SCANNED, n);
 }
 
-/* Probe in the domain search: counted, then available_idle_cpu(). */
-static __always_inline bool sis_probe(struct sis_ctx *c, const struct cpumask *idle_mask, s32 cpu)
+/* Probe in the domain search: counted in *@probes, then available_idle_cpu(). */
+static __always_inline bool sis_probe(struct sis_ctx *c, const struct cpumask *idle_mask, s32 cpu,
+				      u32 *probes)
 {
-	sis_count_scan(c);
+	(*probes)++;
 	return sis_idle(c, idle_mask, cpu);
 }
 
@@ -169,7 +171,7 @@ static s32 select_idle_core(struct sis_ctx *c, const struct cpumask *idle_mask, 
 			    s32 *idle_cpu, u64 *removed)
 {
 	bool idle = true;
-	u32 i, nr;
+	u32 i, nr, probes = 0;
 
 	if (core < 0 || core >= MAX_CPUS)
 		return -1;
@@ -178,7 +180,7 @@ static s32 select_idle_core(struct sis_ctx *c, const struct cpumask *idle_mask, 
 	bpf_for(i, 0, nr) {
 		s32 cpu = smt_sibling(core, i);
 
-		if (!sis_probe(c, idle_mask, cpu)) {
+		if (!sis_probe(c, idle_mask, cpu, &probes)) {
 			idle = false;
 			/* sched_idle_cpu() fallback is not modelled: no SCHED_IDLE rqs */
 			if (*idle_cpu == -1)
@@ -188,6 +190,7 @@ static s32 select_idle_core(struct sis_ctx *c, const struct cpumask *idle_mask, 
 		if (*idle_cpu == -1 && sis_allowed(c, cpu))
 			*idle_cpu = cpu;
 	}
+	sis_count_scans(c, probes);
 
 	if (idle && sis_take(c, core))
 		return core;
@@ -206,7 +209,8 @@ static s32 select_idle_core(struct sis_ctx *c, const struct cpumask *idle_mask, 
  */
 static s32 select_idle_smt(struct sis_ctx *c, const struct cpumask *idle_mask, s32 target)
 {
-	u32 i, nr;
+	u32 i, nr, scanned = 0;
+	s32 found = -1;
 
 	if (target < 0 || target >= MAX_CPUS)
 		return -1;
@@ -217,16 +221,19 @@ static s32 select_idle_smt(struct sis_ctx *c, const struct cpumask *idle_mask, s
 
 		if (!sis_allowed(c, cpu))
 			continue;
-		sis_count_scan(c);
+		scanned++;
 		if (cpu == target)
 			continue;
 		/* isolcpus: a sibling may be outside the LLC domain */
 		if (!sis_share_cache(cpu, target))
 			continue;
-		if (sis_idle(c, idle_mask, cpu) && sis_take(c, cpu))
-			return cpu;
+		if (sis_idle(c, idle_mask, cpu) && sis_take(c, cpu)) {
+			found = cpu;	/* return cpu */
+			break;
+		}
 	}
-	return -1;
+	sis_count_scans(c, scanned);
+	return found;
 }
 
 /* update_avg() (fair.c): avg += (sample - avg) / 8 */
@@ -397,18 +404,19 @@ static s32 select_idle_cpu(struct sis_ctx *c, const struct cpumask *idle_mask, s
 			}
 		} else {
 			if (--nr <= 0) {
+				sis_count_scans(c, probes);
 				sis_inc(c, STAT_DEPTH_LIMITED);
 				sis_inc(c, c->depth_hit);
 				return -1;
 			}
 			/* __select_idle_cpu() */
-			probes++;
-			if (sis_probe(c, idle_mask, cpu) && sis_take(c, cpu)) {
+			if (sis_probe(c, idle_mask, cpu, &probes) && sis_take(c, cpu)) {
 				idle_cpu = cpu;
 				break;
 			}
 		}
 	}
+	sis_count_scans(c, probes);	/* select_idle_core() counts its own */
 
 	if (has_idle_core) {
 		sis_inc(c, STAT_CORE_FAILED);

@@ -96,9 +96,18 @@ static __always_inline struct cpu_ctx *sis_cpu_ctx(s32 cpu)
 
 static __always_inline struct llc_ctx *sis_llc_ctx(s32 llc)
 {
+	u32 row = llc;
+
 	if (llc < 0 || llc >= MAX_LLCS)
 		return NULL;
-	return &llc_ctxs[llc & (MAX_LLCS - 1)];
+	/*
+	 * The mask stays in the code: clang drops it after the check and may
+	 * index with a copy of llc the verifier does not tie to the checked
+	 * one (shadow_replay's select_idle_sibling(): "R4 max value is outside
+	 * of the allowed memory range"); as smt_row() (sis.bpf.h).
+	 */
+	barrier_var(row);
+	return &llc_ctxs[row & (MAX_LLCS - 1)];
 }
 
 /* a CPU's word in a mask of MAX_CPUS bits, and its bit in that word */
@@ -162,10 +171,12 @@ static __always_inline void sis_inc(struct sis_ctx *c, u32 stat)
 		c->cnt[stat]++;
 }
 
-static __always_inline void sis_inc2(struct sis_ctx *c, u32 a, u32 b)
+static __always_inline void sis_add2(struct sis_ctx *c, u32 a, u32 b, u32 n)
 {
-	sis_inc(c, a);
-	sis_inc(c, b);
+	if (a < STAT_NR)
+		c->cnt[a] += n;
+	if (b < STAT_NR)
+		c->cnt[b] += n;
 }
 #else
 struct {
@@ -193,7 +204,8 @@ static __always_inline struct sis_counters *llc_counters(s32 llc)
  * added where the wake-up ends, once, with no per-wake-up block to clear and
  * add up. The per-CPU row is looked up at each increment (the context is a
  * map value and may not hold a pointer): an inlined array lookup, no helper
- * call (the verifier inlines PERCPU_ARRAY lookups since 6.10).
+ * call (the verifier inlines PERCPU_ARRAY lookups since 6.10); the scan
+ * loops add their probes once per loop (sis_add2()).
  */
 static __always_inline void sis_count_in(struct sis_ctx *c, s32 cpu)
 {
@@ -210,17 +222,21 @@ static __always_inline void sis_inc(struct sis_ctx *c, u32 stat)
 		sc->cnt[stat]++;
 }
 
-/* two counters, one lookup of the row (each CPU a scan visits counts two) */
-static __always_inline void sis_inc2(struct sis_ctx *c, u32 a, u32 b)
+/*
+ * @n to each of two counters, one lookup of the row: a scan loop counts its
+ * probes in a local and adds them once after the loop (each CPU it visits
+ * counts two), not a lookup per CPU.
+ */
+static __always_inline void sis_add2(struct sis_ctx *c, u32 a, u32 b, u32 n)
 {
 	struct sis_counters *sc = bpf_map_lookup_elem(&sis_stats, &c->stats_llc);
 
 	if (!sc)
 		return;
 	if (a < STAT_NR)
-		sc->cnt[a]++;
+		sc->cnt[a] += n;
 	if (b < STAT_NR)
-		sc->cnt[b]++;
+		sc->cnt[b] += n;
 }
 #endif
 
