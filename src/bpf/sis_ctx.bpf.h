@@ -186,12 +186,23 @@ struct {
 	__type(value, struct sis_counters);
 } sis_stats SEC(".maps");
 
+/*
+ * This CPU's row of sis_stats for *@key, an LLC clamped to 0.. (no LLC: the
+ * first row; past MAX_LLCS: NULL), the one lookup of the counters. The key
+ * is passed by address, as the helper takes it: sis_inc() hands over the
+ * context's own c->stats_llc with no copy to the stack.
+ */
+static __always_inline struct sis_counters *sis_stats_row(const u32 *key)
+{
+	return bpf_map_lookup_elem(&sis_stats, key);
+}
+
 /* this CPU's counters of @llc (-1: the first row's, as no LLC) */
 static __always_inline struct sis_counters *llc_counters(s32 llc)
 {
 	u32 key = llc < 0 ? 0 : llc;
 
-	return bpf_map_lookup_elem(&sis_stats, &key);
+	return sis_stats_row(&key);
 }
 
 /*
@@ -216,7 +227,7 @@ static __always_inline void sis_count_in(struct sis_ctx *c, s32 cpu)
 
 static __always_inline void sis_inc(struct sis_ctx *c, u32 stat)
 {
-	struct sis_counters *sc = bpf_map_lookup_elem(&sis_stats, &c->stats_llc);
+	struct sis_counters *sc = sis_stats_row(&c->stats_llc);
 
 	if (sc && stat < STAT_NR)
 		sc->cnt[stat]++;
@@ -229,7 +240,7 @@ static __always_inline void sis_inc(struct sis_ctx *c, u32 stat)
  */
 static __always_inline void sis_add2(struct sis_ctx *c, u32 a, u32 b, u32 n)
 {
-	struct sis_counters *sc = bpf_map_lookup_elem(&sis_stats, &c->stats_llc);
+	struct sis_counters *sc = sis_stats_row(&c->stats_llc);
 
 	if (!sc)
 		return;

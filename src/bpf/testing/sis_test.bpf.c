@@ -34,7 +34,7 @@ static void stats_clear(void)
 	u32 l;
 
 	bpf_for(l, 0, MAX_LLCS) {
-		struct sis_counters *sc = bpf_map_lookup_elem(&sis_stats, &l);
+		struct sis_counters *sc = sis_stats_row(&l);
 
 		if (sc)
 			__builtin_memset(sc->cnt, 0, sizeof(sc->cnt));
@@ -48,7 +48,7 @@ static void stats_take(s32 cpu)
 
 	stats_misplaced = 0;
 	bpf_for(l, 0, MAX_LLCS) {
-		struct sis_counters *sc = bpf_map_lookup_elem(&sis_stats, &l);
+		struct sis_counters *sc = sis_stats_row(&l);
 
 		if (!sc)
 			continue;
