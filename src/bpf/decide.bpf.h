@@ -126,3 +126,29 @@ static __always_inline bool tick_kicks(u64 feat, u64 queued)
 {
 	return !feat_on(feat, FEAT_WAKE_RESCUE) && queued >= 1;
 }
+
+/*
+ * LLC_SHARDS (not the kernel's; off in every preset): the shard of LLC @llc
+ * that ops.enqueue puts a task of CPU @cpu in: the CPU's own shard, so the
+ * queue's lock and rbtree are written by its k CPUs, not the LLC's n.
+ * Off: shard 0, the LLC's one queue.
+ */
+static __always_inline u32 enqueue_shard(u64 feat, s32 cpu, s32 llc)
+{
+	if (!feat_on(feat, FEAT_LLC_SHARDS))
+		return 0;
+	return topo.cpu_llc_pos[cpu & (MAX_CPUS - 1)] / llc_shard_cpus(llc);
+}
+
+/*
+ * ops.dispatch's shards of LLC @llc (@nr of them), in the order a CPU of
+ * shard @own serves them: its own first (@j = 0), then the others in the
+ * fixed rotation own + 1, own + 2, ... mod nr, so every shard is visited
+ * within nr tries and a shard whose own CPUs are busy is served by the
+ * LLC's others as soon as their own shards are empty (the wait bound of
+ * docs/DESIGN.md, "Sharding"; src/testing/vtime_model.rs).
+ */
+static __always_inline u32 dispatch_shard(u32 own, u32 j, u32 nr)
+{
+	return nr ? (own + j) % nr : 0;
+}

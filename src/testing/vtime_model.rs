@@ -131,7 +131,7 @@ impl Llc {
 
 /// Run `tasks` on `nr_cpus` CPUs for `until` ns; returns the tasks with their longest waits.
 fn simulate(
-    mut tasks: Vec<Task>,
+    tasks: Vec<Task>,
     nr_cpus: usize,
     slice: u64,
     until: u64,
