@@ -61,12 +61,14 @@ static __always_inline u32 llc_shards_live(s32 llc)
 	return READ_ONCE(llc_shards_used) ? llc_nr_shards(llc) : 1;
 }
 
-/* the tasks in LLC @llc's queue, every shard's */
+/* the tasks in LLC @llc's queue, every shard's (one shard: no iterator, as before shards) */
 static __always_inline u64 llc_queue_nr(s32 llc)
 {
 	u32 s, nr = llc_shards_live(llc);
 	u64 sum = 0;
 
+	if (nr <= 1)
+		return scx_bpf_dsq_nr_queued(llc);
 	bpf_for(s, 0, nr)
 		sum += scx_bpf_dsq_nr_queued(shard_dsq(llc, s));
 	return sum;

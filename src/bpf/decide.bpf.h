@@ -137,18 +137,25 @@ static __always_inline u32 enqueue_shard(u64 feat, s32 cpu, s32 llc)
 {
 	if (!feat_on(feat, FEAT_LLC_SHARDS))
 		return 0;
-	return topo.cpu_llc_pos[cpu & (MAX_CPUS - 1)] / llc_shard_cpus(llc);
+	return cpu_shard(cpu, llc);
 }
 
 /*
- * ops.dispatch's shards of LLC @llc (@nr of them), in the order a CPU of
- * shard @own serves them: its own first (@j = 0), then the others in the
+ * ops.dispatch's shards of LLC @llc (@nr of them), in the order CPU @cpu
+ * serves them: its own shard first (@j = 0), then the others in the
  * fixed rotation own + 1, own + 2, ... mod nr, so every shard is visited
  * within nr tries and a shard whose own CPUs are busy is served by the
  * LLC's others as soon as their own shards are empty (the wait bound of
- * docs/DESIGN.md, "Sharding"; src/testing/vtime_model.rs).
+ * docs/DESIGN.md, "Sharding"; src/testing/vtime_model.rs). Its own is the
+ * CPU's shard whether LLC_SHARDS is on or not: switched off, new tasks
+ * queue in shard 0 and each shard's CPUs still drain their own shard first;
+ * with own = 0 for every CPU the tasks left in the other shards waited for
+ * shard 0 to run dry, which under overload it never did (tests/vm.rs
+ * shards_live: "runnable task stall ... 22 s").
  */
-static __always_inline u32 dispatch_shard(u32 own, u32 j, u32 nr)
+static __always_inline u32 dispatch_shard(s32 cpu, s32 llc, u32 j, u32 nr)
 {
+	u32 own = cpu_shard(cpu, llc);
+
 	return nr ? (own + j) % nr : 0;
 }

@@ -113,16 +113,23 @@ static void queue_dispatch(s32 cpu, struct task_struct *prev)
 	s32 llc = sis_cpu_llc(cpu);
 	bool kicked = take_kick(cpu);
 	struct steal_env se = {};
-	u32 tried = 0, walked = 0, own, nr, j;
+	u32 tried = 0, walked = 0, nr, j;
 
 	if (llc < 0)
 		return;
-	own = enqueue_shard(features(), cpu, llc);
 	nr = llc_shards_live(llc);
-	bpf_for(j, 0, nr) {
-		if (scx_bpf_dsq_move_to_local(shard_dsq(llc, dispatch_shard(own, j, nr)), 0)) {
+	if (nr <= 1) {
+		/* one shard: no iterator, the dispatch as before shards */
+		if (scx_bpf_dsq_move_to_local(llc, 0)) {
 			stat_inc(llc, STAT_DISPATCH_LLC);
 			return;
+		}
+	} else {
+		bpf_for(j, 0, nr) {
+			if (scx_bpf_dsq_move_to_local(shard_dsq(llc, dispatch_shard(cpu, llc, j, nr)), 0)) {
+				stat_inc(llc, STAT_DISPATCH_LLC);
+				return;
+			}
 		}
 	}
 	/* nothing else to run here: let prev go on */

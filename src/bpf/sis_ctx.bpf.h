@@ -53,6 +53,12 @@ static __always_inline u32 llc_nr_shards(s32 llc)
 	return n > k ? (n + k - 1) / k : 1;
 }
 
+/* the shard of CPU @cpu in its LLC @llc */
+static __always_inline u32 cpu_shard(s32 cpu, s32 llc)
+{
+	return topo.cpu_llc_pos[cpu & (MAX_CPUS - 1)] / llc_shard_cpus(llc);
+}
+
 /* the DSQ id of shard @s of LLC @llc: the LLC's index for shard 0, above MAX_LLCS for the others */
 static __always_inline u64 shard_dsq(s32 llc, u32 s)
 {

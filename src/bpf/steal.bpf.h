@@ -48,6 +48,8 @@ static __always_inline bool steal_move(struct steal_env *e, s32 llc)
 {
 	u32 s, nr = llc_shards_live(llc);
 
+	if (nr <= 1)
+		return scx_bpf_dsq_move_to_local(llc, 0);
 	bpf_for(s, 0, nr)
 		if (scx_bpf_dsq_move_to_local(shard_dsq(llc, s), 0))
 			return true;

@@ -815,7 +815,10 @@ fn decide_llc_shards_geometry() {
     for cpu in 0..20 {
         let s = shard(&mut skel, 8, F_LLC_SHARDS, cpu, 0);
         assert_eq!((s.own, s.nr, s.k), (cpu as i32 / 8, 3, 8), "cpu {cpu}");
-        assert_eq!(shard(&mut skel, 8, 0, cpu, 0).own, 0, "cpu {cpu} without the feature");
+        let off = shard(&mut skel, 8, 0, cpu, 0);
+        assert_eq!(off.own, 0, "cpu {cpu} without the feature");
+        // switched off, a CPU still serves its own shard first (tasks left there drain)
+        assert_eq!(off.order[0], cpu as u32 / 8, "cpu {cpu}: dispatch without the feature");
     }
     for cpu in 20..24 {
         let s = shard(&mut skel, 8, F_LLC_SHARDS, cpu, 1);
