@@ -65,9 +65,16 @@ fn fair(name: &str, kernel: &str, scen: &str, load_s: u32, args: &str) {
         .lines()
         .find_map(|l| l.split_once("ok: features on: ").map(|(_, f)| f))
         .unwrap_or_else(|| panic!("{name}: no 'features on' line"));
-    if let Some(want) = args.split_whitespace().skip_while(|a| *a != "--features").nth(1) {
+    if let Some(want) = args
+        .split_whitespace()
+        .skip_while(|a| *a != "--features")
+        .nth(1)
+    {
         for f in want.split(',') {
-            assert!(on.split_whitespace().any(|x| x == f), "{name}: {f} not on: {on}");
+            assert!(
+                on.split_whitespace().any(|x| x == f),
+                "{name}: {f} not on: {on}"
+            );
         }
     }
     // The load's premise: the runnable tasks per CPU sampled during the load.

@@ -773,7 +773,11 @@ struct Shard {
 }
 
 fn shard(skel: &mut SisTestSkel<'_>, k: u32, feat: u64, cpu: usize, llc: usize) -> Shard {
-    skel.maps.data_data.as_mut().expect("data mmapped").shard_cpus = k;
+    skel.maps
+        .data_data
+        .as_mut()
+        .expect("data mmapped")
+        .shard_cpus = k;
     let d = io(skel);
     d.feat = feat;
     d.cpu = cpu as i32;
@@ -804,7 +808,13 @@ fn decide_llc_shards_geometry() {
     let cpus = (0..64)
         .map(|id| CpuDesc {
             id,
-            llc: if id < 20 { 0 } else if id < 24 { 1 } else { 2 },
+            llc: if id < 20 {
+                0
+            } else if id < 24 {
+                1
+            } else {
+                2
+            },
             core: id,
             node: 0,
         })
@@ -818,7 +828,11 @@ fn decide_llc_shards_geometry() {
         let off = shard(&mut skel, 8, 0, cpu, 0);
         assert_eq!(off.own, 0, "cpu {cpu} without the feature");
         // switched off, a CPU still serves its own shard first (tasks left there drain)
-        assert_eq!(off.order[0], cpu as u32 / 8, "cpu {cpu}: dispatch without the feature");
+        assert_eq!(
+            off.order[0],
+            cpu as u32 / 8,
+            "cpu {cpu}: dispatch without the feature"
+        );
     }
     for cpu in 20..24 {
         let s = shard(&mut skel, 8, F_LLC_SHARDS, cpu, 1);
