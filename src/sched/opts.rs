@@ -12,7 +12,7 @@ pub const DEFAULT_SLICE_US: u64 = bi::sis_consts_DEFAULT_SLICE_US as u64;
 /// The loader's util/depth update period, ms (intf.h).
 pub const DEFAULT_INTERVAL_MS: u64 = bi::sis_consts_DEFAULT_INTERVAL_MS as u64;
 /// LLC_SHARDS' CPUs per shard (intf.h)
-pub const DEFAULT_SHARD_CPUS: u32 = bi::sis_consts_DEFAULT_SHARD_CPUS as u32;
+pub const DEFAULT_SHARD_CPUS: u32 = bi::sis_consts_DEFAULT_SHARD_CPUS;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunOpts {
