@@ -44,8 +44,8 @@ fn secs(default: u32) -> u32 {
         .unwrap_or(default)
 }
 
-fn fair(name: &str, kernel: &str, scen: &str, load_s: u32) {
-    let script = format!("fair-mixed.sh {scen} {load_s} {WAIT_BOUND_MS}");
+fn fair(name: &str, kernel: &str, scen: &str, load_s: u32, args: &str) {
+    let script = format!("fair-mixed.sh {scen} {load_s} {WAIT_BOUND_MS} sisutil {args}");
     let vm = Vm::new(kernel, 300 + 3 * load_s)
         .smp(SMP16)
         .log_prefix("fair")
@@ -60,6 +60,23 @@ fn fair(name: &str, kernel: &str, scen: &str, load_s: u32) {
     ];
     let o = run_script(name, vm, &script, &expected, &[]);
     let stdout = &o.stdout;
+    // the features asked for with --features are on
+    let on = stdout
+        .lines()
+        .find_map(|l| l.split_once("ok: features on: ").map(|(_, f)| f))
+        .unwrap_or_else(|| panic!("{name}: no 'features on' line"));
+    if let Some(want) = args
+        .split_whitespace()
+        .skip_while(|a| *a != "--features")
+        .nth(1)
+    {
+        for f in want.split(',') {
+            assert!(
+                on.split_whitespace().any(|x| x == f),
+                "{name}: {f} not on: {on}"
+            );
+        }
+    }
     // The load's premise: the runnable tasks per CPU sampled during the load.
     let res = stdout
         .lines()
@@ -128,11 +145,11 @@ fn fair(name: &str, kernel: &str, scen: &str, load_s: u32) {
 // hogs after the 40 s load took ~370 s of guest time next to another guest (421 s, past the
 // 420 s limit, in the full test run): too long and too close to the limit for CI.
 macro_rules! fair_tests {
-    ($($name:ident: $kernel:literal, $scen:literal, $secs:literal $(, ignore = $why:literal)?;)*) => {$(
+    ($($name:ident: $kernel:literal, $scen:literal, $secs:literal $(, args = $args:literal)? $(, ignore = $why:literal)?;)*) => {$(
         #[test]
         $(#[ignore = $why])?
         fn $name() {
-            fair(stringify!($name), $kernel, $scen, secs($secs));
+            fair(stringify!($name), $kernel, $scen, secs($secs), concat!("" $(, $args)?));
         }
     )*};
 }
@@ -146,4 +163,8 @@ fair_tests! {
     fair_pinned_6_12: "6.12", "pinned", 120, ignore = "long: tools/soak";
     fair_hogs20_long_7: "7", "hogs20", 120, ignore = "long: tools/soak";
     fair_hogs20_long_6_12: "6.12", "hogs20", 120, ignore = "long: tools/soak";
+    // LLC_SHARDS (off in every preset): 4 shards of 4 CPUs in the one 16-CPU LLC
+    fair_hogs20_shards_7: "7", "hogs20", 40, args = "--features LLC_SHARDS --shard-cpus 4";
+    fair_hogs20_shards_6_12: "6.12", "hogs20", 40, args = "--features LLC_SHARDS --shard-cpus 4",
+        ignore = "long on 6.12 under TCG: tools/soak";
 }

@@ -235,6 +235,32 @@ vm_tests! {
     features_live_6_12 = features_live("6.12");
 }
 
+/// LLC_SHARDS switched on and off live under overload (tests/guest/shards.sh): 2 LLCs of 4
+/// CPUs in shards of 2; tasks left in a shard by the feature are served after it is off.
+fn shards_live(name: &str, kernel: &str) {
+    run_script(
+        name,
+        Vm::new(kernel, 600).smp(SMT2LLC),
+        "shards.sh",
+        &[
+            "LLC_SHARDS at start (off in every preset) = off",
+            "LLC_SHARDS after LLC_SHARDS = on",
+            "still enabled with LLC_SHARDS on under overload",
+            "still enabled 40 s after NO_LLC_SHARDS under overload",
+            "still enabled after ten switches",
+            "LLC_SHARDS on: dispatch_llc =",
+            "exit status after SIGTERM = 0",
+            "dmesg: no abnormal sched_ext disable",
+        ],
+        &[],
+    );
+}
+
+vm_tests! {
+    shards_live_7 = shards_live("7");
+    shards_live_6_12 = shards_live("6.12");
+}
+
 // ---------------------------------------------------------------------------------------
 // C. util_depth: SIS_UTIL's nr_idle_scan follows the load.
 

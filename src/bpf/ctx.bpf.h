@@ -51,6 +51,29 @@ struct {
 	__type(value, struct task_ctx);
 } task_ctxs SEC(".maps");
 
+/*
+ * The shards of LLC @llc's queue that may hold tasks: all of them once
+ * LLC_SHARDS has used a shard other than 0, else shard 0 alone
+ * (sis_ctx.bpf.h).
+ */
+static __always_inline u32 llc_shards_live(s32 llc)
+{
+	return READ_ONCE(llc_shards_used) ? llc_nr_shards(llc) : 1;
+}
+
+/* the tasks in LLC @llc's queue, every shard's (one shard: no iterator, as before shards) */
+static __always_inline u64 llc_queue_nr(s32 llc)
+{
+	u32 s, nr = llc_shards_live(llc);
+	u64 sum = 0;
+
+	if (nr <= 1)
+		return scx_bpf_dsq_nr_queued(llc);
+	bpf_for(s, 0, nr)
+		sum += scx_bpf_dsq_nr_queued(shard_dsq(llc, s));
+	return sum;
+}
+
 static u64 features(void)
 {
 	u32 zero = 0;

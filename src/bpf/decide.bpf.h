@@ -126,3 +126,36 @@ static __always_inline bool tick_kicks(u64 feat, u64 queued)
 {
 	return !feat_on(feat, FEAT_WAKE_RESCUE) && queued >= 1;
 }
+
+/*
+ * LLC_SHARDS (not the kernel's; off in every preset): the shard of LLC @llc
+ * that ops.enqueue puts a task of CPU @cpu in: the CPU's own shard, so the
+ * queue's lock and rbtree are written by its k CPUs, not the LLC's n.
+ * Off: shard 0, the LLC's one queue.
+ */
+static __always_inline u32 enqueue_shard(u64 feat, s32 cpu, s32 llc)
+{
+	if (!feat_on(feat, FEAT_LLC_SHARDS))
+		return 0;
+	return cpu_shard(cpu, llc);
+}
+
+/*
+ * ops.dispatch's shards of LLC @llc (@nr of them), in the order CPU @cpu
+ * serves them: its own shard first (@j = 0), then the others in the
+ * fixed rotation own + 1, own + 2, ... mod nr, so every shard is visited
+ * within nr tries and a shard whose own CPUs are busy is served by the
+ * LLC's others as soon as their own shards are empty (the wait bound of
+ * docs/DESIGN.md, "Sharding"; src/testing/vtime_model.rs). Its own is the
+ * CPU's shard whether LLC_SHARDS is on or not: switched off, new tasks
+ * queue in shard 0 and each shard's CPUs still drain their own shard first;
+ * with own = 0 for every CPU the tasks left in the other shards waited for
+ * shard 0 to run dry, which under overload it never did (tests/vm.rs
+ * shards_live: "runnable task stall ... 22 s").
+ */
+static __always_inline u32 dispatch_shard(s32 cpu, s32 llc, u32 j, u32 nr)
+{
+	u32 own = cpu_shard(cpu, llc);
+
+	return nr ? (own + j) % nr : 0;
+}

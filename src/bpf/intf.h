@@ -43,6 +43,14 @@ enum sis_consts {
 	 * probe (64 CPUs: 10.9). docs/DESIGN.md, "SIS_PROP in kernel units".
 	 */
 	SIS_PROP_PROBE_NS	= 10,
+	/*
+	 * LLC_SHARDS: the CPUs of a shard of an LLC's queue by default (`--shard-cpus`): a Zen
+	 * CCX's 8 cores, 4 of Intel's L2-sharing E-core clusters' pairs; no topology level
+	 * sched_ext gives us names the L2 in every kernel. An LLC of n CPUs has ceil(n / k)
+	 * shards, at most MAX_LLC_SHARDS (k is raised to ceil(n / MAX_LLC_SHARDS)).
+	 */
+	DEFAULT_SHARD_CPUS	= 8,
+	MAX_LLC_SHARDS		= 16,
 	/* wait histograms: log2 buckets, 4 per octave (vtime.bpf.h, waitlat.bpf.c) */
 	WAIT_NR_BUCKETS		= 256,
 	/* the latency tracer's nice levels: -20..19 */
@@ -98,7 +106,11 @@ enum sis_feature {
 	/* not the kernel's (off in every preset): a task queued without an idle CPU found has
 	 * any idle CPU of the machine kicked at once to come and take it; off, only its CPU is
 	 * kicked and a busy CPU's tick kicks an idle one, as nohz_balancer_kick() does */
-	FEAT_ALL		= (1ULL << 12) - 1,
+	FEAT_LLC_SHARDS		= 1ULL << 12,
+	/* not the kernel's (off in every preset): the LLC's queue in shards of k CPUs
+	 * (--shard-cpus), one LLC clock; a task queues in its CPU's shard and a CPU serves its
+	 * own shard, then the LLC's others in rotation, then steals (docs/DESIGN.md) */
+	FEAT_ALL		= (1ULL << 13) - 1,
 };
 
 /*

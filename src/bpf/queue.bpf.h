@@ -27,6 +27,8 @@ static void queue_enqueue(struct task_struct *p, u64 enq_flags)
 {
 	s32 cpu = scx_bpf_task_cpu(p), llc = sis_cpu_llc(cpu);
 	struct task_ctx *tctx;
+	u64 feat = features();
+	u32 shard;
 
 	if (llc < 0) {
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
@@ -41,8 +43,13 @@ static void queue_enqueue(struct task_struct *p, u64 enq_flags)
 		queued_enter(&tctx->queued_in, llc);
 	else
 		WRITE_ONCE(steal_uncounted, 1);
+	/* LLC_SHARDS: the shard of the task's CPU (decide.bpf.h); off, shard 0 */
+	shard = enqueue_shard(feat, cpu, llc);
+	if (shard && !READ_ONCE(llc_shards_used))
+		WRITE_ONCE(llc_shards_used, 1);
 	/* the EEVDF order: the virtual deadline, within the LLC clock's wait guard */
-	scx_bpf_dsq_insert_vtime(p, llc, slice_ns, vt_enqueue_key(p, llc), enq_flags);
+	scx_bpf_dsq_insert_vtime(p, shard_dsq(llc, shard), slice_ns, vt_enqueue_key(p, llc),
+				 enq_flags);
 	stat_inc(llc, STAT_ENQUEUE);
 
 	/*
@@ -54,8 +61,8 @@ static void queue_enqueue(struct task_struct *p, u64 enq_flags)
 	 * of an LLC's CPUs non-empty and the unbound kworker of sched_ext's
 	 * own watchdog never ran ("watchdog failed to check in for 5.024s").
 	 */
-	if (enqueue_rescue(features(), p->nr_cpus_allowed == 1 || is_migration_disabled(p)))
-		kick_for_work(llc, p, features());
+	if (enqueue_rescue(feat, p->nr_cpus_allowed == 1 || is_migration_disabled(p)))
+		kick_for_work(llc, p, feat);
 	else
 		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 }
@@ -64,19 +71,23 @@ static void queue_enqueue(struct task_struct *p, u64 enq_flags)
  * ops.tick on a busy CPU: nohz_balancer_kick()'s kick_ilb() analog without
  * WAKE_RESCUE (tick_kicks(), decide.bpf.h): while the LLC's queue holds
  * tasks, ask an idle CPU to come and take its head (kick_for_work with the
- * head's affinity).
+ * head's affinity; with shards, the head of the first shard holding any).
  */
 static void queue_tick(struct task_struct *cur)
 {
 	s32 llc = sis_cpu_llc(scx_bpf_task_cpu(cur));
 	struct task_struct *p;
 	u64 feat = features();
+	u32 s, nr;
 
-	if (llc < 0 || !tick_kicks(feat, scx_bpf_dsq_nr_queued(llc)))
+	if (llc < 0 || !tick_kicks(feat, llc_queue_nr(llc)))
 		return;
-	bpf_for_each(scx_dsq, p, llc, 0) {
-		kick_for_work(llc, p, feat);
-		break;
+	nr = llc_shards_live(llc);
+	bpf_for(s, 0, nr) {
+		bpf_for_each(scx_dsq, p, shard_dsq(llc, s), 0) {
+			kick_for_work(llc, p, feat);
+			return;
+		}
 	}
 }
 
@@ -90,7 +101,9 @@ static void queue_left(struct task_struct *p)
 }
 
 /*
- * ops.dispatch: this LLC's queue first; else prev goes on; else, unless
+ * ops.dispatch: this LLC's queue first (with LLC_SHARDS, the CPU's own shard,
+ * then the LLC's others in rotation: dispatch_shard(), decide.bpf.h); else
+ * prev goes on; else, unless
  * NEWIDLE_SKIP_IPI sends an idle CPU woken for no work back to idle, the
  * newidle balance analog steals from the other LLCs, nearest first, those
  * with queued work only (steal_search, steal.bpf.h).
@@ -100,13 +113,24 @@ static void queue_dispatch(s32 cpu, struct task_struct *prev)
 	s32 llc = sis_cpu_llc(cpu);
 	bool kicked = take_kick(cpu);
 	struct steal_env se = {};
-	u32 tried = 0, walked = 0;
+	u32 tried = 0, walked = 0, nr, j;
 
 	if (llc < 0)
 		return;
-	if (scx_bpf_dsq_move_to_local(llc, 0)) {
-		stat_inc(llc, STAT_DISPATCH_LLC);
-		return;
+	nr = llc_shards_live(llc);
+	if (nr <= 1) {
+		/* one shard: no iterator, the dispatch as before shards */
+		if (scx_bpf_dsq_move_to_local(llc, 0)) {
+			stat_inc(llc, STAT_DISPATCH_LLC);
+			return;
+		}
+	} else {
+		bpf_for(j, 0, nr) {
+			if (scx_bpf_dsq_move_to_local(shard_dsq(llc, dispatch_shard(cpu, llc, j, nr)), 0)) {
+				stat_inc(llc, STAT_DISPATCH_LLC);
+				return;
+			}
+		}
 	}
 	/* nothing else to run here: let prev go on */
 	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
@@ -125,18 +149,27 @@ static void queue_dispatch(s32 cpu, struct task_struct *prev)
 		stat_inc(llc, STAT_STEAL);
 }
 
-/* ops.init: the kick search's LLC masks, one DSQ per LLC (id = LLC index) */
+/*
+ * ops.init: the kick search's LLC masks, a DSQ per shard of each LLC (shard
+ * 0's id = the LLC index; shard_dsq(), sis_ctx.bpf.h): all of them, so that
+ * LLC_SHARDS switches on live.
+ */
 static s32 queue_init(void)
 {
+	u32 l, s, nr;
 	s32 ret;
-	u32 l;
+	u64 id;
 
 	kick_llc_words_init();
 	bpf_for(l, 0, topo.nr_llcs) {
-		ret = scx_bpf_create_dsq(l, -1);
-		if (ret) {
-			scx_bpf_error("failed to create DSQ %u: %d", l, ret);
-			return ret;
+		nr = llc_nr_shards(l);
+		bpf_for(s, 0, nr) {
+			id = shard_dsq(l, s);
+			ret = scx_bpf_create_dsq(id, -1);
+			if (ret) {
+				scx_bpf_error("failed to create DSQ %llu: %d", id, ret);
+				return ret;
+			}
 		}
 	}
 	return 0;

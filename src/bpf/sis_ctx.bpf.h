@@ -22,11 +22,55 @@
 #ifdef SIS_STATE_WRITABLE
 struct sis_topo topo;
 u64 imbalance_pct = DEFAULT_IMBALANCE_PCT;	/* of the domains above SMT (117) */
+u32 shard_cpus = DEFAULT_SHARD_CPUS;		/* LLC_SHARDS: CPUs per shard (queue.bpf.h) */
 #else
 const volatile struct sis_topo topo;
 const volatile u64 imbalance_pct = DEFAULT_IMBALANCE_PCT;
+const volatile u32 shard_cpus = DEFAULT_SHARD_CPUS;
 #endif
 #define SIS_STATE_DEFINED
+/*
+ * LLC_SHARDS' geometry: LLC @llc's queue is llc_nr_shards() DSQs of
+ * llc_shard_cpus() CPUs each, by a CPU's position in the LLC (cpu_llc_pos):
+ * k = shard_cpus, raised to ceil(n / MAX_LLC_SHARDS); ceil(n / k) shards,
+ * one when n <= k. Shard 0 is the LLC's own DSQ (id = the LLC's index), so
+ * with the feature off, or in an LLC of one shard, the queue is today's.
+ */
+static __always_inline u32 llc_shard_cpus(s32 llc)
+{
+	u32 n = topo.llc_nr[llc & (MAX_LLCS - 1)], k = shard_cpus;
+	u32 min = (n + MAX_LLC_SHARDS - 1) / MAX_LLC_SHARDS;
+
+	if (k < min)
+		k = min;
+	return k ?: 1;
+}
+
+static __always_inline u32 llc_nr_shards(s32 llc)
+{
+	u32 n = topo.llc_nr[llc & (MAX_LLCS - 1)], k = llc_shard_cpus(llc);
+
+	return n > k ? (n + k - 1) / k : 1;
+}
+
+/* the shard of CPU @cpu in its LLC @llc */
+static __always_inline u32 cpu_shard(s32 cpu, s32 llc)
+{
+	return topo.cpu_llc_pos[cpu & (MAX_CPUS - 1)] / llc_shard_cpus(llc);
+}
+
+/* the DSQ id of shard @s of LLC @llc: the LLC's index for shard 0, above MAX_LLCS for the others */
+static __always_inline u64 shard_dsq(s32 llc, u32 s)
+{
+	return s ? MAX_LLCS + (u64)(llc & (MAX_LLCS - 1)) * MAX_LLC_SHARDS + s : (u64)llc;
+}
+
+/*
+ * Set once an enqueue used a shard other than 0 (never cleared: tasks may
+ * still wait there after LLC_SHARDS is switched off). Until then dispatch,
+ * steal and tick look at shard 0 alone, as without shards.
+ */
+u32 llc_shards_used;
 /* per-LLC state (nr_idle_scan, has_idle_cores) and per-CPU state (idle_start, SIS_PROP, util) */
 struct llc_ctx llc_ctxs[MAX_LLCS];
 struct cpu_ctx cpu_ctxs[MAX_CPUS];

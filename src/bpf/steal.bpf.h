@@ -38,15 +38,22 @@
 #include "sis_ctx.bpf.h"
 
 #ifndef STEAL_ENV_DEFINED
-/* the steal's move over sched_ext's DSQs (DSQ id = LLC index, queue.bpf.h) */
+/* the steal's move over sched_ext's DSQs (an LLC's shards, queue.bpf.h) */
 struct steal_env {
 	u32 unused;
 };
 
-/* move the head of LLC @llc's DSQ to this CPU; true when a task moved */
+/* move the head of one of LLC @llc's shards, in order, to this CPU; true when a task moved */
 static __always_inline bool steal_move(struct steal_env *e, s32 llc)
 {
-	return scx_bpf_dsq_move_to_local(llc, 0);
+	u32 s, nr = llc_shards_live(llc);
+
+	if (nr <= 1)
+		return scx_bpf_dsq_move_to_local(llc, 0);
+	bpf_for(s, 0, nr)
+		if (scx_bpf_dsq_move_to_local(shard_dsq(llc, s), 0))
+			return true;
+	return false;
 }
 #endif /* !STEAL_ENV_DEFINED */
 

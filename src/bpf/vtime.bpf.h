@@ -316,7 +316,7 @@ static void vt_running(struct task_struct *p)
 	 * slice, then queues by its deadline like everyone else: direct
 	 * dispatches cannot keep the LLC queue waiting.
 	 */
-	if (!vt->queued && llc >= 0 && scx_bpf_dsq_nr_queued(llc) &&
+	if (!vt->queued && llc >= 0 && llc_queue_nr(llc) &&
 	    p->scx.slice > slice_ns / 4)
 		p->scx.slice = slice_ns / 4;
 	vt->queued = 0;

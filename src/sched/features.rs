@@ -637,10 +637,10 @@ mod tests {
         for n in ["SIS_PROP", "SIS_SMALL_LLC"] {
             assert!(!is_on(p, n), "{n} off in patched");
         }
-        // a review suggestion the merged patch does not contain, and the rescue no kernel
-        // has: in no preset
+        // a review suggestion the merged patch does not contain, the rescue and the shards no
+        // kernel has: in no preset
         for d in PRESETS {
-            for n in ["KICK_WRAP_NEXT", "WAKE_RESCUE"] {
+            for n in ["KICK_WRAP_NEXT", "WAKE_RESCUE", "LLC_SHARDS"] {
                 assert!(!is_on(d.word, n), "{n} on in {}", d.name);
             }
         }

@@ -11,6 +11,8 @@ use crate::sched::stats;
 pub const DEFAULT_SLICE_US: u64 = bi::sis_consts_DEFAULT_SLICE_US as u64;
 /// The loader's util/depth update period, ms (intf.h).
 pub const DEFAULT_INTERVAL_MS: u64 = bi::sis_consts_DEFAULT_INTERVAL_MS as u64;
+/// LLC_SHARDS' CPUs per shard (intf.h)
+pub const DEFAULT_SHARD_CPUS: u32 = bi::sis_consts_DEFAULT_SHARD_CPUS;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunOpts {
@@ -33,6 +35,11 @@ pub struct RunOpts {
     /// utilization on (100..=200)
     #[arg(long, default_value_t = DEFAULT_IMBALANCE_PCT, value_parser = clap::value_parser!(u64).range(100..=200))]
     pub imbalance_pct: u64,
+    /// LLC_SHARDS: CPUs per shard of an LLC's queue (1..=512): an LLC of n CPUs has
+    /// ceil(n / k) shards (at most 16; k is raised to fit), one when n <= k. Read at start;
+    /// the feature itself switches live
+    #[arg(long, default_value_t = DEFAULT_SHARD_CPUS, value_parser = clap::value_parser!(u32).range(1..=512))]
+    pub shard_cpus: u32,
     /// Also print statistics every SECS seconds while running
     #[arg(long, value_parser = stats::parse_interval)]
     pub stats: Option<f64>,

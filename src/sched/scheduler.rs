@@ -143,6 +143,7 @@ impl<'a> Scheduler<'a> {
         unsafe { copy_same_c_type(&*sis_topo, &mut rodata.topo) };
         rodata.slice_ns = opts.slice_us * 1000;
         rodata.imbalance_pct = opts.imbalance_pct;
+        rodata.shard_cpus = opts.shard_cpus;
         crate::sched::sis_fit::size_records(&mut skel, llcs.len())?;
         Ok(scx_ops_load!(skel, sisutil_ops, uei)?)
     }

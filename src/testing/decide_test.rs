@@ -760,3 +760,124 @@ fn decide_steal_queued_counts() {
     assert_eq!((c, counts(&mut skel)), (0, (0, 0, 0)));
     assert_eq!(skel.maps.bss_data.as_ref().unwrap().steal_uncounted, 1);
 }
+
+const F_LLC_SHARDS: u64 = bi::sis_feature_FEAT_LLC_SHARDS as u64;
+const MAX_LLC_SHARDS: usize = bi::sis_consts_MAX_LLC_SHARDS as usize;
+
+struct Shard {
+    own: i32,
+    nr: u32,
+    k: u32,
+    order: Vec<u32>,
+    ids: Vec<u64>,
+}
+
+fn shard(skel: &mut SisTestSkel<'_>, k: u32, feat: u64, cpu: usize, llc: usize) -> Shard {
+    skel.maps
+        .data_data
+        .as_mut()
+        .expect("data mmapped")
+        .shard_cpus = k;
+    let d = io(skel);
+    d.feat = feat;
+    d.cpu = cpu as i32;
+    d.llc = llc as i32;
+    d.out_cpu = -99;
+    run!(skel, test_shard);
+    let bss = skel.maps.bss_data.as_ref().expect("bss mmapped");
+    let nr = bss.dec_io.out;
+    Shard {
+        own: bss.dec_io.out_cpu,
+        nr,
+        k: bss.dec_io.first,
+        order: bss.shard_order[..nr as usize].to_vec(),
+        ids: bss.shard_ids[..nr as usize].to_vec(),
+    }
+}
+
+/// LLC_SHARDS' geometry and enqueue shard (sis_ctx.bpf.h, decide.bpf.h) on an LLC of 20
+/// CPUs (0-19), one of 4 (20-23) and one of 40 (24-63): k = 8 gives the 20-CPU LLC shards
+/// {0-7} {8-15} {16-19} and the 4-CPU LLC one shard (n <= k: today's queue); k = 1 on 40
+/// CPUs is raised to ceil(40 / 16) = 3, 14 shards. Off, every CPU queues in shard 0.
+/// Shard 0's DSQ is the LLC's (id = LLC index), the others' ids are distinct and above
+/// every LLC's.
+#[test]
+fn decide_llc_shards_geometry() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let cpus = (0..64)
+        .map(|id| CpuDesc {
+            id,
+            llc: if id < 20 {
+                0
+            } else if id < 24 {
+                1
+            } else {
+                2
+            },
+            core: id,
+            node: 0,
+        })
+        .collect();
+    let topo = TopoDesc { cpus }.build().expect("topology");
+    // SAFETY: both are `struct sis_topo` of intf.h
+    unsafe { copy_same_c_type(&*topo, &mut skel.maps.bss_data.as_mut().unwrap().topo) };
+    for cpu in 0..20 {
+        let s = shard(&mut skel, 8, F_LLC_SHARDS, cpu, 0);
+        assert_eq!((s.own, s.nr, s.k), (cpu as i32 / 8, 3, 8), "cpu {cpu}");
+        let off = shard(&mut skel, 8, 0, cpu, 0);
+        assert_eq!(off.own, 0, "cpu {cpu} without the feature");
+        // switched off, a CPU still serves its own shard first (tasks left there drain)
+        assert_eq!(
+            off.order[0],
+            cpu as u32 / 8,
+            "cpu {cpu}: dispatch without the feature"
+        );
+    }
+    for cpu in 20..24 {
+        let s = shard(&mut skel, 8, F_LLC_SHARDS, cpu, 1);
+        assert_eq!((s.own, s.nr), (0, 1), "cpu {cpu}");
+    }
+    let s = shard(&mut skel, 1, F_LLC_SHARDS, 63, 2);
+    assert_eq!((s.own, s.nr, s.k), (13, 14, 3));
+    let mut seen = std::collections::HashSet::new();
+    for (llc, cpu) in [(0, 0), (1, 20), (2, 24)] {
+        let s = shard(&mut skel, 1, F_LLC_SHARDS, cpu, llc);
+        assert!(s.nr as usize <= MAX_LLC_SHARDS);
+        assert_eq!(s.ids[0], llc as u64, "shard 0 is LLC {llc}'s DSQ");
+        for &id in &s.ids[1..] {
+            assert!(id >= MAX_LLCS as u64, "LLC {llc}: id {id}");
+        }
+        for &id in &s.ids {
+            assert!(seen.insert(id), "DSQ id {id} twice");
+        }
+    }
+}
+
+/// The dispatch rotation (decide.bpf.h): a CPU serves its own shard first, then
+/// own + 1, own + 2, ... mod S: every shard once within S tries.
+#[test]
+fn decide_llc_shards_rotation() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let cpus = (0..40)
+        .map(|id| CpuDesc {
+            id,
+            llc: 0,
+            core: id,
+            node: 0,
+        })
+        .collect();
+    let topo = TopoDesc { cpus }.build().expect("topology");
+    // SAFETY: both are `struct sis_topo` of intf.h
+    unsafe { copy_same_c_type(&*topo, &mut skel.maps.bss_data.as_mut().unwrap().topo) };
+    for k in [4, 8, 13] {
+        for cpu in 0..40 {
+            let s = shard(&mut skel, k, F_LLC_SHARDS, cpu, 0);
+            let nr = 40u32.div_ceil(k);
+            assert_eq!(s.nr, nr);
+            let want: Vec<u32> = (0..nr).map(|j| (cpu as u32 / k + j) % nr).collect();
+            assert_eq!(s.order, want, "k {k} cpu {cpu}");
+        }
+    }
+}

@@ -4,6 +4,11 @@
 //! run whole slices or short bursts and sleep. It checks the wait bound docs/DESIGN.md
 //! states ("Fairness and waits") without TCG's distortions, and that the bound comes from
 //! the wait guard: without it the same load makes a nice-0 task wait far longer.
+//!
+//! With shards (LLC_SHARDS, docs/DESIGN.md "Sharding"): the LLC's n CPUs form S = ceil(n/k)
+//! shards of k; a task queues in the shard its placement names (the shard of its CPU, or
+//! an adversary's choice), one LLC clock V keys every shard, and an idle CPU serves its own
+//! shard first, then the others in the fixed rotation own+1, own+2, ... (mod S).
 
 const VT_SCALE: u64 = 256;
 const VT_NICE0: u64 = 100;
@@ -23,7 +28,36 @@ struct Task {
     left: u64,
     max_wait: u64,
     runs: u64,
+    /// the CPU it last ran on (its shard under `Place::ByCpu`)
+    cpu: usize,
+    /// its shard under `Place::Fixed`
+    home: usize,
 }
+
+/// Where a runnable task queues.
+#[derive(Clone, Copy, PartialEq)]
+enum Place {
+    /// the shard of the CPU it last ran on (the scheduler's rule: the shard of the task's CPU)
+    ByCpu,
+    /// the adversary's: the task's `home` shard, wherever it ran
+    Fixed,
+}
+
+/// The LLC's queue: `k` CPUs per shard; `foreign`: an idle CPU whose shard is empty serves
+/// the others in rotation (false: the mutant that never does).
+#[derive(Clone, Copy)]
+struct Shards {
+    k: usize,
+    place: Place,
+    foreign: bool,
+}
+
+/// One shard: today's single LLC queue.
+const ONE: Shards = Shards {
+    k: usize::MAX,
+    place: Place::ByCpu,
+    foreign: true,
+};
 
 struct Llc {
     v: u64,
@@ -97,12 +131,49 @@ impl Llc {
 
 /// Run `tasks` on `nr_cpus` CPUs for `until` ns; returns the tasks with their longest waits.
 fn simulate(
-    mut tasks: Vec<Task>,
+    tasks: Vec<Task>,
     nr_cpus: usize,
     slice: u64,
     until: u64,
     use_guard: bool,
 ) -> Vec<Task> {
+    simulate_sharded(tasks, nr_cpus, slice, until, use_guard, ONE)
+}
+
+/// The lowest key of `q` (ties: the earlier queued), removed.
+fn take_min(q: &mut Vec<usize>, tasks: &[Task]) -> usize {
+    let (qi, _) = q
+        .iter()
+        .enumerate()
+        .min_by(|a, b| {
+            let (ka, kb) = (tasks[*a.1].key, tasks[*b.1].key);
+            if before(ka, kb) {
+                std::cmp::Ordering::Less
+            } else if before(kb, ka) {
+                std::cmp::Ordering::Greater
+            } else {
+                a.0.cmp(&b.0)
+            }
+        })
+        .unwrap();
+    q.remove(qi)
+}
+
+/// `simulate` with the LLC's queue in shards.
+fn simulate_sharded(
+    mut tasks: Vec<Task>,
+    nr_cpus: usize,
+    slice: u64,
+    until: u64,
+    use_guard: bool,
+    sh: Shards,
+) -> Vec<Task> {
+    let k = sh.k.clamp(1, nr_cpus);
+    let nr_shards = nr_cpus.div_ceil(k);
+    let shard_of = |t: &Task| match sh.place {
+        Place::ByCpu => t.cpu / k,
+        Place::Fixed => t.home % nr_shards,
+    };
     let mut llc = Llc {
         v: 1 << 50,
         load: 0,
@@ -115,7 +186,7 @@ fn simulate(
     };
     // (task, start, end) per CPU
     let mut cpus: Vec<Option<(usize, u64, u64)>> = vec![None; nr_cpus];
-    let mut queue: Vec<usize> = vec![];
+    let mut queue: Vec<Vec<usize>> = vec![vec![]; nr_shards];
     // wake-up times of sleeping tasks
     let mut wake: Vec<Option<u64>> = vec![None; tasks.len()];
     let mut now = 1;
@@ -126,32 +197,30 @@ fn simulate(
         t.runnable_at = now;
         t.left = t.burst.unwrap_or(u64::MAX);
         t.key = llc.key(t);
-        queue.push(i);
+        t.cpu = i % nr_cpus;
+        queue[shard_of(t)].push(i);
     }
     while now < until {
-        // dispatch: idle CPUs take the lowest key
-        for c in cpus.iter_mut() {
-            if c.is_none() && !queue.is_empty() {
-                let (qi, _) = queue
-                    .iter()
-                    .enumerate()
-                    .min_by(|a, b| {
-                        let (ka, kb) = (tasks[*a.1].key, tasks[*b.1].key);
-                        if before(ka, kb) {
-                            std::cmp::Ordering::Less
-                        } else if before(kb, ka) {
-                            std::cmp::Ordering::Greater
-                        } else {
-                            a.0.cmp(&b.0)
-                        }
-                    })
-                    .unwrap();
-                let i = queue.remove(qi);
-                let t = &mut tasks[i];
-                t.max_wait = t.max_wait.max(now - t.runnable_at);
-                t.runs += 1;
-                *c = Some((i, now, now + slice.min(t.left)));
+        // dispatch: an idle CPU takes the lowest key of its shard, else of the next
+        // non-empty shard in the rotation
+        for (cpu, c) in cpus.iter_mut().enumerate() {
+            if c.is_some() {
+                continue;
             }
+            let own = cpu / k;
+            let Some(s) = (0..nr_shards)
+                .take(if sh.foreign { nr_shards } else { 1 })
+                .map(|j| (own + j) % nr_shards)
+                .find(|&s| !queue[s].is_empty())
+            else {
+                continue;
+            };
+            let i = take_min(&mut queue[s], &tasks);
+            let t = &mut tasks[i];
+            t.max_wait = t.max_wait.max(now - t.runnable_at);
+            t.runs += 1;
+            t.cpu = cpu;
+            *c = Some((i, now, now + slice.min(t.left)));
         }
         // next event
         let next_stop = cpus.iter().flatten().map(|&(_, _, e)| e).min();
@@ -184,7 +253,7 @@ fn simulate(
             } else {
                 t.runnable_at = now;
                 t.key = llc.key(t);
-                queue.push(i);
+                queue[shard_of(t)].push(i);
             }
         }
         for i in 0..tasks.len() {
@@ -197,7 +266,7 @@ fn simulate(
                 t.left = t.burst.unwrap_or(u64::MAX);
                 t.runnable_at = now;
                 t.key = llc.key(t);
-                queue.push(i);
+                queue[shard_of(t)].push(i);
             }
         }
     }
@@ -240,6 +309,8 @@ fn task(w: u64, burst: Option<u64>, sleep: u64) -> Task {
         left: 0,
         max_wait: 0,
         runs: 0,
+        cpu: 0,
+        home: 0,
     }
 }
 
@@ -330,4 +401,140 @@ fn waits_bounded_nice19_background() {
         sleeper < hog19,
         "sleeper {sleeper} ns, nice-19 hogs {hog19} ns"
     );
+}
+
+/// `tasks` with their `home` shards: task i in `homes(i)`.
+fn homed(mut tasks: Vec<Task>, homes: impl Fn(usize) -> usize) -> Vec<Task> {
+    for (i, t) in tasks.iter_mut().enumerate() {
+        t.home = homes(i);
+    }
+    tasks
+}
+
+/// The per-shard bound docs/DESIGN.md states for LLC_SHARDS: a task waits 2 x VT_GUARD_NS
+/// of clock progress plus the queue ahead of it in its shard, which at least its shard's k
+/// CPUs serve (own shard first): ceil(N_s / k) slices, plus one slice.
+fn shard_bound(nr_in_shard: u64, k: u64, slice: u64) -> u64 {
+    2 * VT_GUARD_NS + nr_in_shard.div_ceil(k) * slice + slice
+}
+
+/// Mixed bursts on 16 CPUs: nice 0 and nice 5 tasks of 20 us to 3 ms bursts, four nice-0 hogs.
+fn mixed_bursts() -> Vec<Task> {
+    const NICE_5: u64 = 3121 * 100 / 1024;
+    let mut t = vec![];
+    t.extend((0..48).map(|i| {
+        task(
+            VT_NICE0,
+            Some(20_000 + (i % 6) * 500_000),
+            300_000 + i * 10_000,
+        )
+    }));
+    t.extend((0..24).map(|i| task(NICE_5, Some(100_000 + i * 100_000), 2 * MS)));
+    t.extend((0..4).map(|_| task(VT_NICE0, None, 0)));
+    t
+}
+
+const SHARD4: Shards = Shards {
+    k: 4,
+    place: Place::ByCpu,
+    foreign: true,
+};
+
+#[test]
+fn one_shard_when_the_llc_is_no_larger_than_k() {
+    // an LLC of <= k CPUs is one shard: the same schedule as the unsharded queue
+    let flat = simulate(hogs20(), 16, 5 * MS, 5_000 * MS, true);
+    for k in [16, 64] {
+        let sh = Shards { k, ..SHARD4 };
+        let sharded = simulate_sharded(hogs20(), 16, 5 * MS, 5_000 * MS, true, sh);
+        let waits = |v: &[Task]| v.iter().map(|t| (t.max_wait, t.runs)).collect::<Vec<_>>();
+        assert!(waits(&flat) == waits(&sharded), "k {k}: schedules differ");
+    }
+}
+
+#[test]
+fn sharded_waits_bounded_under_the_loads() {
+    // 4 shards of 4 CPUs, each task queued in the shard of its CPU: the LLC's bound holds
+    for (name, load) in [
+        ("hogs -20", hogs20()),
+        ("mixed bursts", mixed_bursts()),
+        ("nice 19 background", {
+            let mut t = vec![];
+            t.extend((0..32).map(|_| task(NICE_19, None, 0)));
+            t.extend((0..80).map(|_| task(VT_NICE0, Some(50_000), 400_000)));
+            t.push(task(VT_NICE0, Some(100_000), 20 * MS));
+            t
+        }),
+    ] {
+        let tasks = simulate_sharded(load, 16, 5 * MS, 20_000 * MS, true, SHARD4);
+        report(&format!("4x4 shards, {name}"), &tasks);
+        assert_bounded(&tasks, bound(tasks.len() as u64, 16, 5 * MS));
+    }
+}
+
+/// The adversary: every task of `load` queues in shard 0 of k = 2 CPUs, wherever it ran.
+fn all_in_shard0(load: Vec<Task>, foreign: bool) -> Vec<Task> {
+    let sh = Shards {
+        k: 2,
+        place: Place::Fixed,
+        foreign,
+    };
+    simulate_sharded(homed(load, |_| 0), 16, 5 * MS, 20_000 * MS, true, sh)
+}
+
+/// 256 nice-0 hogs and a nice-0 task waking every 20 ms.
+fn hogs0() -> Vec<Task> {
+    let mut t: Vec<Task> = (0..256).map(|_| task(VT_NICE0, None, 0)).collect();
+    t.push(task(VT_NICE0, Some(100_000), 20 * MS));
+    t
+}
+
+#[test]
+fn sharded_waits_bounded_when_every_task_queues_in_one_shard() {
+    // the other shards' CPUs, their own queues empty, serve shard 0 in the rotation
+    for (name, load) in [("hogs -20", hogs20()), ("256 hogs", hogs0())] {
+        let tasks = all_in_shard0(load, true);
+        report(&format!("all in shard 0, {name}"), &tasks);
+        assert_bounded(&tasks, bound(tasks.len() as u64, 16, 5 * MS));
+    }
+}
+
+#[test]
+fn without_serving_foreign_shards_one_shard_starves() {
+    // the mutation check of the test above: a dispatch that never serves another shard
+    // leaves shard 0 to its 2 CPUs and the LLC's bound fails: 257 tasks on 2 CPUs wait
+    // ~128 slices (640 ms), the bound is 400 + 17 x 5 + 5 = 490 ms
+    let tasks = all_in_shard0(hogs0(), false);
+    report("all in shard 0, 256 hogs, no rotation", &tasks);
+    let b = bound(tasks.len() as u64, 16, 5 * MS);
+    let worst = worst_wait(&tasks, |_| true);
+    assert!(
+        worst > b,
+        "worst wait {} ms, bound {} ms",
+        worst / MS,
+        b / MS
+    );
+}
+
+#[test]
+fn skewed_shards_keep_the_per_shard_bound() {
+    // the adversary with every shard busy: 3 of 4 tasks in shard 0, the rest spread over
+    // shards 1-3 (each kept busy by its hogs, so none serves shard 0): a task's wait is
+    // bounded by its shard's tasks and k CPUs, not by the LLC's n
+    let homes = |i: usize| if i % 4 == 3 { 1 + i / 4 % 3 } else { 0 };
+    let load = homed(hogs20(), homes);
+    let n = load.len();
+    let sh = Shards {
+        place: Place::Fixed,
+        ..SHARD4
+    };
+    let tasks = simulate_sharded(load, 16, 5 * MS, 20_000 * MS, true, sh);
+    report("skewed 3:1", &tasks);
+    for s in 0..4 {
+        let in_s: Vec<Task> = (0..n)
+            .filter(|&i| homes(i) == s)
+            .map(|i| tasks[i].clone())
+            .collect();
+        assert_bounded(&in_s, shard_bound(in_s.len() as u64, 4, 5 * MS));
+    }
 }

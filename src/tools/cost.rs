@@ -106,7 +106,10 @@ pub struct CostOpts {
     /// ns per update of one shared word (atomic), of a word per CPU packed 8 to a line
     /// (atomic), of a word per CPU on its own line (atomic, and plain like the per-CPU
     /// counters), by 1 thread and by one pinned thread per CPU this process may use, each run
-    /// in BPF_PROG_TEST_RUN at the same time (--runs runs of 2^20 updates per thread)
+    /// in BPF_PROG_TEST_RUN at the same time (--runs runs of 2^20 updates per thread); and a
+    /// wake-up's four shared-line writes (wake-queue: the LLC queue's line, V, W, the steal
+    /// count) against LLC_SHARDS' (wake-shards: the queue's line the CPU's shard's), 4
+    /// updates per wake-up
     #[arg(long)]
     pub contention: bool,
 }
@@ -1096,11 +1099,13 @@ pub struct ContRow {
 }
 
 /// cost.bpf.c's cont_modes, in order
-const CONT_MODES: [&str; 4] = [
+const CONT_MODES: [&str; 6] = [
     "shared-atomic",
     "packed-atomic",
     "line-atomic",
     "line-plain",
+    "wake-queue",
+    "wake-shards",
 ];
 const CONT_UPDATES: u32 = 1 << 20;
 
@@ -1418,17 +1423,29 @@ mod tests {
         let fd = bpf.skel.progs.contention.as_fd().as_raw_fd();
         for (mode, name) in CONT_MODES.iter().enumerate() {
             bpf.skel.maps.bss_data.as_mut().unwrap().cont_words.fill(0);
+            bpf.skel.maps.bss_data.as_mut().unwrap().cont_wake.fill(0);
             contention_run(&mut bpf, fd, mode as u32, &cpus[..t], 4096).unwrap();
-            let w = &bpf.skel.maps.bss_data.as_ref().unwrap().cont_words;
+            let bss = bpf.skel.maps.bss_data.as_ref().unwrap();
+            let (w, q) = (&bss.cont_words, &bss.cont_wake);
             let mut want = vec![0u64; w.len()];
+            let mut want_q = vec![0u64; q.len()];
             for &c in &cpus[..t] {
                 match mode {
                     0 => want[0] += 4096,
                     1 => want[c] += 4096,
-                    _ => want[c * 8] += 4096,
+                    2 | 3 => want[c * 8] += 4096,
+                    // 1024 wake-ups: the queue's line (shared, or the CPU's shard's), V, W,
+                    // the steal count
+                    _ => {
+                        want_q[if mode == 4 { 0 } else { (4 + c) * 8 }] += 1024;
+                        for l in 1..4 {
+                            want_q[l * 8] += 1024;
+                        }
+                    }
                 }
             }
             assert!(w.iter().eq(want.iter()), "mode {name}");
+            assert!(q.iter().eq(want_q.iter()), "mode {name}: the wake-up lines");
         }
     }
 

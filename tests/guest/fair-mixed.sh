@@ -1,8 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-only
 #
-# fair-mixed.sh SCENARIO SECS BOUND_MS [SCHED]   (guest side of tests/fairness.rs and
-#                                               `tools/soak --fair-peers`)
+# fair-mixed.sh SCENARIO SECS BOUND_MS [SCHED [ARG...]]   (guest side of tests/fairness.rs
+#                                                         and `tools/soak --fair-peers`)
 # Mixed-nice overload (>= 2 runnable tasks per CPU) under a scheduler, with the wake-up
 # latency tracer (`scx_sisutil latency`) running across the whole load:
 #   hogs20  nice -20 stress-ng --cpu 2*ncpu and hackbench vs nice-0 tasks: the loader itself,
@@ -13,7 +13,8 @@
 # scheduler's own waits (after the load); no task of any nice level waited longer than BOUND_MS (measured
 # waits and waits still pending at the end); dmesg clean. Prints the latency table.
 # SCHED (default sisutil) picks the scheduler under test:
-#   sisutil       scx_sisutil: all the checks above (the test)
+#   sisutil       scx_sisutil: all the checks above (the test); ARGs go to scx_sisutil
+#                 (e.g. --features LLC_SHARDS --shard-cpus 4)
 #   none | eevdf  no sched_ext scheduler, the kernel's fair class (EEVDF)
 #   PROGRAM       another sched_ext scheduler on the guest PATH (e.g. scx_bpfland, put there
 #                 with tools/vm --bin), started with no arguments
@@ -27,6 +28,8 @@ scen=${1:?usage: fair-mixed.sh hogs20|bg19|pinned SECS BOUND_MS [sisutil|none|ee
 secs=${2:?SECS}
 bound_ms=${3:?BOUND_MS}
 sched=${4:-sisutil}
+sched_args=("${@:5}")
+[ ${#sched_args[@]} -eq 0 ] || [ "$sched" = sisutil ] || fail "scheduler arguments are for sisutil only"
 case "$scen" in hogs20|bg19|pinned) ;; *) fail "unknown scenario '$scen' (hogs20, bg19, pinned)" ;; esac
 [[ $secs =~ ^[0-9]+$ && $secs -ge 10 ]] || fail "SECS '$secs': want a number >= 10"
 [[ $bound_ms =~ ^[0-9]+$ && $bound_ms -gt 0 ]] || fail "BOUND_MS '$bound_ms': want a positive number"
@@ -61,7 +64,8 @@ elif [ -n "$peer" ]; then
   done
   info "peer $sched (pid $PEER_PID) attached after $(since "$t") s: ops $(scx_ops), nice $(awk '{print $19}' "/proc/$PEER_PID/stat")"
 else
-  sched_start /tmp/sched.log
+  sched_start /tmp/sched.log "${sched_args[@]}"
+  ok "features on: $(scx_sisutil features | awk '$2 == "on" { print $1 }' | paste -sd' ')"
   info "loader (scx_sisutil, pid $SCHED_PID) runs at nice $(awk '{print $19}' "/proc/$SCHED_PID/stat")"
 fi
 

@@ -238,6 +238,31 @@ int test_kick(void *a)
 }
 
 /*
+ * LLC_SHARDS' geometry and decisions (sis_ctx.bpf.h, decide.bpf.h): for
+ * dec_io.cpu of LLC dec_io.llc under dec_io.feat, out_cpu the enqueue's
+ * shard, out the LLC's shards, first its CPUs per shard, shard_order[j] the
+ * j-th shard the CPU serves in dispatch and
+ * shard_ids[j] shard j's DSQ id. The test sets shard_cpus (.bss here).
+ */
+u32 shard_order[MAX_LLC_SHARDS];
+u64 shard_ids[MAX_LLC_SHARDS];
+
+SEC("syscall")
+int test_shard(void *a)
+{
+	u32 nr = llc_nr_shards(dec_io.llc), j;
+
+	dec_io.out_cpu = enqueue_shard(dec_io.feat, dec_io.cpu, dec_io.llc);
+	dec_io.out = nr;
+	dec_io.first = llc_shard_cpus(dec_io.llc);
+	for (j = 0; j < MAX_LLC_SHARDS; j++) {
+		shard_order[j] = j < nr ? dispatch_shard(dec_io.cpu, dec_io.llc, j, nr) : 0;
+		shard_ids[j] = j < nr ? shard_dsq(dec_io.llc, j) : 0;
+	}
+	return 0;
+}
+
+/*
  * The steal (steal.bpf.h) over synthetic DSQs: steal_dsq_nr[l] tasks in LLC
  * l's DSQ (a move takes one), llc_queued and steal_uncounted as the test
  * sets them; the move is defined here, before the header

@@ -288,7 +288,14 @@ int placement_cost(void *ctx)
  *   CONT_LINES   a word per CPU on a line of its own, atomic
  *   CONT_LOCAL   a word per CPU on a line of its own, plain add (the per-CPU
  *                counters)
- * and writes its clock before and after into cont_t0[cpu], cont_t1[cpu]
+ *   CONT_WAKE_QUEUE  a wake-up's shared-line writes with the LLC's one queue:
+ *                an atomic each on four lines every CPU writes (the DSQ's
+ *                lock and rbtree root, V, W, the steal count), cont_wake[0..3]
+ *   CONT_WAKE_SHARDS the same with LLC_SHARDS, each CPU in a shard of its own:
+ *                the DSQ's line is the CPU's shard's (cont_wake[4 + cpu]), V, W
+ *                and the steal count stay shared
+ * (the DSQ's lock and rbtree are sched_ext's, not callable from a syscall
+ * program: its line is an atomic here, as the lock's acquire is) and writes its clock before and after into cont_t0[cpu], cont_t1[cpu]
  * (the caller checks that the threads' timed regions overlapped).
  */
 enum cont_modes {
@@ -296,6 +303,8 @@ enum cont_modes {
 	CONT_PACKED,
 	CONT_LINES,
 	CONT_LOCAL,
+	CONT_WAKE_QUEUE,
+	CONT_WAKE_SHARDS,
 	CONT_NR,
 };
 
@@ -307,6 +316,8 @@ struct cont_cfg {
 struct cont_cfg cont_cfg;
 u64 cont_t0[MAX_CPUS], cont_t1[MAX_CPUS];
 u64 cont_words[MAX_CPUS * 8] __attribute__((aligned(64)));
+/* the wake-up modes' lines: 0-3 shared, 4 + cpu a shard's */
+u64 cont_wake[(4 + MAX_CPUS) * 8] __attribute__((aligned(64)));
 
 SEC("syscall")
 int contention(void *ctx)
@@ -318,7 +329,20 @@ int contention(void *ctx)
 		return 1;
 	w = &cont_words[mode == CONT_SHARED ? 0 : mode == CONT_PACKED ? cpu : (cpu * 8) & (MAX_CPUS * 8 - 1)];
 	t0 = bpf_ktime_get_ns();
-	if (mode == CONT_LOCAL) {
+	if (mode == CONT_WAKE_QUEUE || mode == CONT_WAKE_SHARDS) {
+		u64 *q = mode == CONT_WAKE_QUEUE ? &cont_wake[0] : &cont_wake[(4 + cpu) * 8];
+
+		/* 4 wake-ups of 4 writes per step: the queue's line, V, W, the steal count */
+		bpf_for(i, 0, cont_cfg.iters / 16) {
+#pragma unroll
+			for (j = 0; j < 4; j++) {
+				__sync_fetch_and_add(q, 1);
+				__sync_fetch_and_add(&cont_wake[8], 1);
+				__sync_fetch_and_add(&cont_wake[16], 1);
+				__sync_fetch_and_add(&cont_wake[24], 1);
+			}
+		}
+	} else if (mode == CONT_LOCAL) {
 		bpf_for(i, 0, cont_cfg.iters / 16) {
 #pragma unroll
 			for (j = 0; j < 16; j++)

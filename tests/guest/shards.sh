@@ -1,0 +1,53 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
+#
+# shards.sh   (guest side of tests/vm.rs shards_live_*)
+# LLC_SHARDS switched live under overload (stress-ng --cpu 2*nproc + a hackbench loop), on
+# a scheduler started with --shard-cpus 2 (each LLC's queue in shards of 2 CPUs):
+#  - on: the LLC queues still serve (dispatch_llc grows), the scheduler stays attached;
+#  - off for 40 s, longer than sched_ext's watchdog (30 s): the tasks the feature left in
+#    the shards other than 0 are still served (a stranded task would eject the scheduler);
+#  - ten switches 0.3 s apart, then a clean exit and a clean dmesg.
+. "$(dirname "$0")/lib.sh"
+
+feature_state() { scx_sisutil features | awk -v n="$1" '$1 == n { print $2 }'; }
+
+sched_start /tmp/sched.log --shard-cpus 2
+expect_eq "LLC_SHARDS at start (off in every preset)" "$(feature_state LLC_SHARDS)" off
+
+ncpu=$(nproc)
+info "overload: stress-ng --cpu $((2 * ncpu)) + hackbench -g 1 -l 20 loop"
+setsid stress-ng --cpu $((2 * ncpu)) --timeout 600s > /tmp/stress.log 2>&1 &
+stress_pid=$!
+bg "$stress_pid"
+hackbench_bg -g 1 -l 20
+sleep 2
+
+scx_sisutil features LLC_SHARDS > /dev/null
+expect_eq "LLC_SHARDS after LLC_SHARDS" "$(feature_state LLC_SHARDS)" on
+monitor_json /tmp/m_on.json 2 2
+sched_alive "with LLC_SHARDS on under overload"
+
+scx_sisutil features NO_LLC_SHARDS > /dev/null
+expect_eq "LLC_SHARDS after NO_LLC_SHARDS" "$(feature_state LLC_SHARDS)" off
+sleep 40
+sched_alive "40 s after NO_LLC_SHARDS under overload"
+
+for i in 1 2 3 4 5; do
+  scx_sisutil features LLC_SHARDS > /dev/null
+  sleep 0.3
+  scx_sisutil features NO_LLC_SHARDS > /dev/null
+  sleep 0.3
+done
+sched_alive "after ten switches"
+
+kill -TERM -- "-$stress_pid"; wait "$stress_pid" 2>/dev/null || true
+hackbench_bg_stop
+on=$(json_sum /tmp/m_on.json dispatch_llc)
+awk_true "$on > 0" || fail "LLC_SHARDS on: dispatch_llc = $on"
+ok "LLC_SHARDS on: dispatch_llc = $on over 2 x 2 s"
+
+sched_stop TERM
+expect_eq "exit status after SIGTERM" "$SCHED_RC" 0
+check_dmesg_clean
+pass
