@@ -34,10 +34,13 @@ t_attach=$(now)
 # Timestamped monitor lines: "<guest uptime> <json>" (read builtin: no fork per line).
 (
   trap - ERR EXIT; set +e
-  # nice -10: the observer must not lag behind what it observes under saturation.
+  # nice -10 for the monitor and the loop that stamps its lines (both inherit it): the
+  # observer must not lag behind what it observes under saturation, and a stamper starved
+  # by the load would stamp a burst of old lines late.
+  renice -n -10 -p "$BASHPID" > /dev/null
   # --stats-timeout HANG_S: the loader starved by the load answers late, and a late answer
   # is a sparse series (which the checks handle), not a reason for the observer to quit.
-  nice10 scx_sisutil monitor --json --interval 0.5 --stats-timeout "$HANG_S" 2> /tmp/series.err |
+  scx_sisutil monitor --json --interval 0.5 --stats-timeout "$HANG_S" 2> /tmp/series.err |
     while IFS= read -r l; do read -r up _ < /proc/uptime; printf '%s %s\n' "$up" "$l"; done > "$SERIES"
 ) &
 bg $!
