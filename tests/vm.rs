@@ -60,7 +60,7 @@ fn basic(name: &str, kernel: &str, smp: &str) {
         &[],
     );
     // The SIGTERM run, the SIGKILL run and the SIGINT run each end in state disabled.
-    let disabled = o.oks_starting("state disabled within 10 s");
+    let disabled = o.oks_starting("state disabled within ");
     assert_eq!(
         disabled, 3,
         "{name}: want 3 'state disabled' checks (SIGTERM, SIGKILL, SIGINT)"
@@ -339,9 +339,12 @@ fn shadow(name: &str, kernel: &str, modes: &[&str]) {
         checks.push(format!("{m}: the mutant port agrees less"));
     }
     let checks: Vec<&str> = checks.iter().map(String::as_str).collect();
+    // 1200 s: a hang guard. A window short of SHADOW_MIN_COMPARED is recorded again (shadow.sh);
+    // a rehearsal at host load ~10 got 811 in kprobe's first 16 s window, 2,270 in its
+    // second, and reached the third mode 549 s into the run, past the old 600 s.
     let o = run_script(
         name,
-        Vm::new(kernel, 600).smp(SMT2LLC),
+        Vm::new(kernel, 1200).smp(SMT2LLC),
         &format!("shadow.sh 16 {}", modes.join(" ")),
         &checks,
         &[],

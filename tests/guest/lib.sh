@@ -21,6 +21,12 @@ TEST_NAME=${TEST_NAME:-$(basename "$0" .sh)}
 # How long scx_sisutil may take to attach (BPF verification under TCG is slow, slower still
 # on a busy host); tests/common passes it through tools/vm --env.
 ATTACH_TIMEOUT=${VMTEST_ATTACH_TIMEOUT:-60}
+# HANG_S: the guard on a step that must end (the scheduler exiting on a signal, sched_ext
+# reaching a state): it tells a hang from a slow step, so it is generous - under TCG on a
+# busy host the whole guest can stop for 5-10 s (CI saw monitor reports 2.4 s apart and
+# guests idle for 5-10 s); the steps themselves took at most 3.4 s (exit after SIGTERM) and
+# 0.8 s (disabled after exit) in the CI logs. A step that never ends still fails.
+readonly HANG_S=120
 SCHED_PID=
 SCHED_LOG=
 SCHED_RC=
@@ -170,10 +176,10 @@ sched_alive() {
   ok "still enabled $1"
 }
 
-# sched_stop SIG [TIMEOUT_S]: signal the scheduler and wait (default 30 s) for it to exit;
+# sched_stop SIG [TIMEOUT_S]: signal the scheduler and wait (default HANG_S) for it to exit;
 # its exit status goes to SCHED_RC. Fails if it does not exit in time.
 sched_stop() {
-  local sig=$1 limit=${2:-30} t dl
+  local sig=$1 limit=${2:-$HANG_S} t dl
   t=$(now); dl=$(deadline_in "$limit")
   kill -"$sig" "$SCHED_PID"
   while kill -0 "$SCHED_PID" 2>/dev/null; do
@@ -182,7 +188,7 @@ sched_stop() {
   done
   SCHED_RC=0
   wait "$SCHED_PID" || SCHED_RC=$?
-  info "scx_sisutil exited $(since "$t") s after SIG$sig, status $SCHED_RC"
+  info "scx_sisutil exited $(since "$t") s after SIG$sig (limit $limit s), status $SCHED_RC"
   SCHED_PID=
 }
 
@@ -190,7 +196,7 @@ sched_stop() {
 sched_stop_clean() {
   sched_stop TERM
   expect_eq "scx_sisutil exit status after SIGTERM" "$SCHED_RC" 0
-  wait_state disabled 10
+  wait_state disabled "$HANG_S"
   tail -n 3 "$SCHED_LOG" | grep -q 'unregistered from user space' ||
     fail "the scheduler's last exit is not 'unregistered from user space'"
   ok "clean exit: unregistered from user space"
@@ -280,6 +286,20 @@ hackbench_bg() {
     done' hackbench-loop "$@" &
   HB_PID=$!
   bg "$HB_PID"
+}
+
+# hackbench_bg_running: wait until the background loop has completed a run (its tasks are
+# up and waking each other: under TCG the first run's 40 forks can take seconds), HANG_S
+# at most.
+hackbench_bg_running() {
+  local t dl
+  t=$(now); dl=$(deadline_in "$HANG_S")
+  until [ -s /tmp/vmtest-hb.runs ]; do
+    [ ! -s /tmp/vmtest-hb.fail ] || fail "background hackbench failed: $(head -n1 /tmp/vmtest-hb.fail)"
+    before "$dl" || fail "background hackbench completed no run in $HANG_S s"
+    sleep 0.2
+  done
+  info "background hackbench: first run done after $(since "$t") s"
 }
 
 # hackbench_bg_stop: let the current run finish (up to 60 s, then kill the group), check

@@ -24,13 +24,22 @@ expect_eq "state before start" "$(scx_state)" disabled
 scx_sisutil monitor > /tmp/mon0.out 2> /tmp/mon0.err &
 mon_pid=$!
 bg "$mon_pid"
+t=$(now)
 sleep 3
-kill -0 "$mon_pid" 2>/dev/null || { wait "$mon_pid" || true; fail "monitor with no scheduler exited by itself within 3 s: $(cat /tmp/mon0.err)"; }
-ok "monitor with no scheduler still waiting after 3 s"
+# Its waiting message must be out before the SIGTERM (checked below): on a guest that
+# stalled the monitor may not have started in 3 s, so wait for the line (a hang guard).
+dl=$(deadline_in "$HANG_S")
+until grep -q 'waiting for scx_sisutil to start' /tmp/mon0.err; do
+  kill -0 "$mon_pid" 2>/dev/null || break
+  before "$dl" || fail "monitor with no scheduler printed no waiting message in $HANG_S s: $(cat /tmp/mon0.err)"
+  sleep 0.2
+done
+kill -0 "$mon_pid" 2>/dev/null || { wait "$mon_pid" || true; fail "monitor with no scheduler exited by itself within $(since "$t") s: $(cat /tmp/mon0.err)"; }
+ok "monitor with no scheduler still waiting after 3 s ($(since "$t") s)"
 kill -TERM "$mon_pid"
-dl=$(deadline_in 10)
+dl=$(deadline_in "$HANG_S")
 while kill -0 "$mon_pid" 2>/dev/null; do
-  before "$dl" || fail "monitor with no scheduler ignored SIGTERM for 10 s"
+  before "$dl" || fail "monitor with no scheduler ignored SIGTERM for $HANG_S s"
   sleep 0.1
 done
 rc=0; wait "$mon_pid" || rc=$?
@@ -53,7 +62,7 @@ expect_eq "JSON lines from the monitor started before the scheduler" "$(grep -c 
 
 # --- under hackbench -----------------------------------------------------------------------
 hackbench_bg -g 2 -l 20
-sleep 2
+hackbench_bg_running
 monitor_json /tmp/mon.json 2 1
 hackbench_bg_stop
 echo "# monitor --json --count 2 under hackbench:"

@@ -46,7 +46,7 @@ kill -KILL "$SCHED_PID"
 wait "$SCHED_PID" 2>/dev/null || true
 SCHED_PID=
 t=$(now)
-wait_state disabled 10
+wait_state disabled "$HANG_S"
 figure sigkill_to_disabled_s "$(since "$t")"
 timeout 300 hackbench -g 2 -l 20 > /dev/null || fail "hackbench after the SIGKILL failed"
 ok "hackbench completes on the fair class after the SIGKILL"
