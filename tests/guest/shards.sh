@@ -33,7 +33,7 @@ expect_eq "LLC_SHARDS after NO_LLC_SHARDS" "$(feature_state LLC_SHARDS)" off
 sleep 40
 sched_alive "40 s after NO_LLC_SHARDS under overload"
 
-for i in 1 2 3 4 5; do
+for _ in 1 2 3 4 5; do
   scx_sisutil features LLC_SHARDS > /dev/null
   sleep 0.3
   scx_sisutil features NO_LLC_SHARDS > /dev/null
