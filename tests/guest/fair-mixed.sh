@@ -79,6 +79,34 @@ sleep 2
 
 sleeper() { while [ ! -e /tmp/fair-stop ]; do sleep 0.02; done; }
 rm -f /tmp/fair-stop
+
+# The guest-stall probe. Under TCG the host sometimes does not run the guest for seconds
+# (CI: monitor reports 2.4 s apart at host load 2; 7.4 s apart at load 8), and a stall adds
+# to every wait it spans, whatever the scheduler does. A SCHED_FIFO loop (the RT class runs
+# before sched_ext and the fair class: no scheduler under test can delay it, however it
+# treats its tasks) sleeps 50 ms at a time with no fork (bash's read -t on an idle FIFO)
+# and adds up the time it overslept by STALL_MIN_CS or more: the guest did not run. The
+# wait bound below is BOUND_MS plus that sum, printed beside it; with no stall it is BOUND_MS.
+readonly STALL_MIN_CS=20
+stall_probe() {
+  local up last gap sum=0 n=0 max=0
+  exec 3<> /tmp/stall.fifo
+  read -r up _ < /proc/uptime; up=${up/./}; last=$((10#$up))
+  echo "0 0 0" > /tmp/stall
+  while [ ! -e /tmp/fair-stop ]; do
+    read -r -t 0.05 -u 3 _ || true
+    read -r up _ < /proc/uptime; up=${up/./}; up=$((10#$up))
+    gap=$((up - last - 5)) last=$up
+    if [ "$gap" -ge "$STALL_MIN_CS" ]; then
+      n=$((n + 1)) sum=$((sum + gap))
+      [ "$gap" -le "$max" ] || max=$gap
+      echo "$n $sum $max" > /tmp/stall
+    fi
+  done
+}
+rm -f /tmp/stall /tmp/stall.fifo
+mkfifo /tmp/stall.fifo
+chrt -f 90 bash -c "STALL_MIN_CS=$STALL_MIN_CS; $(declare -f stall_probe); stall_probe" & bg $!
 # The launch runs at nice -20 and starts the nice-0 parts at nice 0: a nice-0 launcher can
 # wait minutes between two forks next to the nice -20 hogs it has started (under EEVDF the
 # 16 pinned launches took 129 s, most of the trace's window).
@@ -183,13 +211,17 @@ if [ "$sched" = sisutil ]; then
   ok "monitor reports the scheduler's waits (p50 <= p99 <= max)"
 fi
 
-# Every nice level: longest wait (measured or still pending) within the bound.
-over=$(jq -r --argjson b "$((bound_ms * 1000))" \
+# Every nice level: longest wait (measured or still pending) within the bound, plus the
+# guest's stalls (the probe above; centiseconds).
+read -r stall_n stall_cs stall_max_cs < /tmp/stall || fail "the guest-stall probe left no record"
+wait_limit_ms=$((bound_ms + stall_cs * 10))
+info "guest stalls (an RT loop overslept >= $((STALL_MIN_CS * 10)) ms): $stall_n, $((stall_cs * 10)) ms in all, longest $((stall_max_cs * 10)) ms; wait limit ${bound_ms} + $((stall_cs * 10)) = ${wait_limit_ms} ms"
+over=$(jq -r --argjson b "$((wait_limit_ms * 1000))" \
   '.levels[] | select(.max_us > $b or .pending_max_us > $b) | "nice \(.nice): max \(.max_us) us (pid \(.max_pid)), pending \(.pending_max_us) us"' /tmp/lat.json)
 n0=$(jq '[.levels[] | select(.nice == 0) | .count] | add // 0' /tmp/lat.json)
 if [ "$sched" != sisutil ]; then
   # a measurement: report, do not judge
-  [ -z "$over" ] || info "waits over ${bound_ms} ms under $scen ($sched): $(echo "$over" | tr '\n' ';')"
+  [ -z "$over" ] || info "waits over ${wait_limit_ms} ms under $scen ($sched): $(echo "$over" | tr '\n' ';')"
   info "nice-0 wake-ups measured: $n0"
   peer_rc=
   if [ -n "$peer" ]; then
@@ -213,9 +245,9 @@ if [ "$sched" != sisutil ]; then
   pass
   exit 0
 fi
-[ -z "$over" ] || fail "waits over ${bound_ms} ms under $scen: $over"
+[ -z "$over" ] || fail "waits over ${wait_limit_ms} ms under $scen: $over"
 [ "$n0" -gt 0 ] || fail "no nice-0 wake-up measured under $scen"
-ok "every nice level waited <= ${bound_ms} ms (max $(jq '.all.max_us' /tmp/lat.json) us, $(jq '.all.count' /tmp/lat.json) wake-ups)"
+ok "every nice level waited <= ${wait_limit_ms} ms (max $(jq '.all.max_us' /tmp/lat.json) us, $(jq '.all.count' /tmp/lat.json) wake-ups)"
 
 sched_alive "after the $scen load"
 sched_stop INT
