@@ -38,6 +38,8 @@
 #include "sis_ctx.bpf.h"
 
 #ifndef STEAL_ENV_DEFINED
+#include "ctx.bpf.h"		/* llc_shards_live() */
+
 /* the steal's move over sched_ext's DSQs (an LLC's shards, queue.bpf.h) */
 struct steal_env {
 	u32 unused;
