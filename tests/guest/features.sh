@@ -85,12 +85,7 @@ hackbench_bg -g 1 -l 20
 # begin once all of them exist, so that every phase measures an overloaded guest (a phase
 # measured while they start would scan a half-idle machine and read as SIS_UTIL not
 # skipping). HANG_S is a hang guard, not a margin.
-t=$(now); dl=$(deadline_in "$HANG_S")
-while [ "$({ pgrep stress-ng-cpu || true; } | wc -l)" -lt $((2 * ncpu)) ]; do
-  before "$dl" || fail "stress-ng did not start $((2 * ncpu)) workers in $HANG_S s"
-  sleep 0.5
-done
-info "stress-ng: $((2 * ncpu)) workers up after $(since "$t") s"
+stress_workers_up $((2 * ncpu))
 sleep 2   # let the utilization filter see the load (32 ms half-life; plenty)
 
 # measure NAME FEATURES...: switch, then two 2-second monitor reports into /tmp/m_NAME.json.

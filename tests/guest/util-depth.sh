@@ -86,7 +86,7 @@ nth_row() { awk -v n="$1" -v from="$2" '$1 >= from && ++k == n { print $1 }' /tm
 # half-life), so a depth that does not follow the load still fails.
 limit_for() {
   local second
-  second=$(nth_row 2 "$(awk -v a="$2" -v s="$1" 'BEGIN { printf "%.3f", a + s }')")
+  second=$(nth_row 2 "$(plus "$2" "$1")")
   awk -v s="$1" -v a="$2" -v b="${second:-$2}" 'BEGIN { d = b - a; printf "%.1f", (d > s ? d : s) }'
 }
 rel() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
@@ -115,11 +115,7 @@ setsid stress-ng --cpu "$ncpu" --timeout 300s > /tmp/stress.log 2>&1 &
 stress_pid=$!
 t_launch=$(now)
 bg "$stress_pid"
-dl=$(deadline_in "$HANG_S")
-while [ "$({ pgrep stress-ng-cpu || true; } | wc -l)" -lt "$ncpu" ]; do
-  before "$dl" || fail "stress-ng did not start $ncpu workers in $HANG_S s"
-  sleep 0.2
-done
+stress_workers_up "$ncpu"
 kill -STOP -- "-$stress_pid"
 t_stop=$(now)
 info "stress-ng: $ncpu workers up $(rel "$t_launch" "$t_stop") s after launch; stopped"
