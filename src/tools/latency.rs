@@ -161,6 +161,9 @@ pub fn measure(duration: f64, shutdown: &dyn Fn() -> bool) -> Result<Report> {
     sk.links.waitlat_wakeup = None;
     sk.links.waitlat_wakeup_new = None;
     sk.links.waitlat_switch = None;
+    // a second line once the window is over: a caller can stop its load now, so that the
+    // maps are read with the CPUs free (tests/guest/fair-mixed.sh waits for it)
+    eprintln!("scx_sisutil latency: window over after {elapsed:.1} s, reading");
 
     let mut levels: Vec<Level> = (0..NR_NICE)
         .map(|k| Level {

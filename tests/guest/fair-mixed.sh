@@ -44,11 +44,14 @@ case "$sched" in
 esac
 ejected=no ejected_at=
 
-# at_nice N CMD...: run CMD at nice N (busybox has renice, not nice; absolute values:
-# busybox renice -n adds to the current nice).
-at_nice() {
+# spawn_at_nice N CMD...: start CMD in the background at nice N (busybox has renice, not
+# nice; absolute values: busybox renice -n adds to the current nice). `$!` is then CMD's own
+# pid (sh execs it), not a subshell's: `f ... &` on a function forks a bash that waits for
+# its child, and a signal sent to that pid ends the bash and leaves CMD running (the CI
+# failure "scx_sisutil latency exited 143": the load's SIGTERM reached the tracer's wrapper).
+spawn_at_nice() {
   local n=$1; shift
-  sh -c 'renice "$0" -p $$ > /dev/null || exit 127; exec "$@"' "$n" "$@"
+  sh -c 'renice "$0" -p $$ > /dev/null || exit 127; exec "$@"' "$n" "$@" &
 }
 
 if [ "$sched" = none ]; then
@@ -69,12 +72,19 @@ else
   info "loader (scx_sisutil, pid $SCHED_PID) runs at nice $(awk '{print $19}' "/proc/$SCHED_PID/stat")"
 fi
 
-# The tracer observes; it must not be what is late: nice -20.
-lat_end=$(deadline_in "$((secs + 5))")
-at_nice -20 scx_sisutil latency --duration "$((secs + 4))" --json > /tmp/lat.json 2> /tmp/lat.err &
+# The tracer observes; it must not be what is late: nice -20. Its window starts once it
+# prints "tracing" (loading it takes seconds under TCG), and the load starts after that.
+t=$(now)
+spawn_at_nice -20 scx_sisutil latency --duration "$((secs + 4))" --json > /tmp/lat.json 2> /tmp/lat.err
 lat_pid=$!
 bg "$lat_pid"
-sleep 2
+dl=$(deadline_in "$HANG_S")
+until grep -q tracing /tmp/lat.err; do
+  kill -0 "$lat_pid" 2>/dev/null || fail "scx_sisutil latency exited before tracing: $(head -c 300 /tmp/lat.err)"
+  before "$dl" || fail "scx_sisutil latency not tracing after $HANG_S s: $(head -c 300 /tmp/lat.err)"
+  sleep 0.1
+done
+info "latency tracer (pid $lat_pid) tracing after $(since "$t") s, for $((secs + 4)) s"
 
 
 sleeper() { while [ ! -e /tmp/fair-stop ]; do sleep 0.02; done; }
@@ -115,19 +125,19 @@ case "$scen" in
   hogs20)
     stress-ng --cpu "$hogs" --timeout "${secs}s" > /dev/null 2>&1 & bg $!
     hackbench -g 4 -l 100000000 > /dev/null 2>&1 & bg $!
-    at_nice 0 stress-ng --cpu 4 --timeout "${secs}s" > /dev/null 2>&1 & bg $!
+    spawn_at_nice 0 stress-ng --cpu 4 --timeout "${secs}s" > /dev/null 2>&1; bg $!
     (renice 0 -p "$BASHPID" > /dev/null; sleeper) & bg $!
     ;;
   bg19)
-    at_nice 19 stress-ng --cpu "$hogs" --timeout "${secs}s" > /dev/null 2>&1 & bg $!
-    at_nice 0 hackbench -g 2 -l 100000000 > /dev/null 2>&1 & bg $!
+    spawn_at_nice 19 stress-ng --cpu "$hogs" --timeout "${secs}s" > /dev/null 2>&1; bg $!
+    spawn_at_nice 0 hackbench -g 2 -l 100000000 > /dev/null 2>&1; bg $!
     (renice 0 -p "$BASHPID" > /dev/null; sleeper) & bg $!
     ;;
   pinned)
     for c in $(seq 0 $((ncpu - 1))); do
       taskset -c "$c" stress-ng --cpu 2 --timeout "${secs}s" > /dev/null 2>&1 & bg $!
     done
-    at_nice 0 hackbench -g 2 -l 100000000 > /dev/null 2>&1 & bg $!
+    spawn_at_nice 0 hackbench -g 2 -l 100000000 > /dev/null 2>&1; bg $!
     (renice 0 -p "$BASHPID" > /dev/null; sleeper) & bg $!
     ;;
   *) fail "unknown scenario $scen" ;;
@@ -139,10 +149,10 @@ renice 0 -p $$ > /dev/null
 # until 5 s before the load's end, at nice -20 like the tracer: a nice-0 sampler can wait
 # minutes for a CPU under nice -20 hogs (under EEVDF it took one sample in 280 s).
 rm -f /tmp/rq.samples
-at_nice -20 sh -c 'e=$(( $(cut -d. -f1 /proc/uptime) + $0 ))
+spawn_at_nice -20 sh -c 'e=$(( $(cut -d. -f1 /proc/uptime) + $0 ))
   while [ "$(cut -d. -f1 /proc/uptime)" -lt "$e" ]; do
     awk "{ split(\$4, a, \"/\"); print a[1] }" /proc/loadavg >> /tmp/rq.samples; sleep 2
-  done' "$((secs - 5))" &
+  done' "$((secs - 5))"
 rq_pid=$!
 bg "$rq_pid"
 
@@ -168,12 +178,20 @@ read -r rq_n rq_mean rq_min rq_max rq_med < <(sort -n /tmp/rq.samples 2>/dev/nul
         else print "0 ? ? ? ?" }' || echo "0 ? ? ? ?")
 info "runnable tasks per CPU during the load: mean $rq_mean, median $rq_med over $rq_n samples (min $rq_min, max $rq_max on $ncpu CPUs)"
 
-# The load stops once the tracer's window is over: the tracer then detaches and reads its
-# maps with the CPUs free (next to 190 nice -20 tasks that took minutes under TCG). Waits of
-# the load's last second, while it is killed, are no longer than under it.
-while before "$lat_end"; do sleep 0.5; done
+# The load stops once the tracer's window is over (its "window over" line): the tracer then
+# reads its maps with the CPUs free (next to 190 nice -20 tasks that took minutes under
+# TCG). Its window is secs + 4 s from "tracing", the load secs from after it: it ends some
+# 10 s after the loop above; HANG_S guards a tracer that never ends it. Waits of the load's
+# last seconds, while it is killed, are no longer than under it.
+dl=$(deadline_in "$HANG_S")
+until grep -q 'window over' /tmp/lat.err; do
+  kill -0 "$lat_pid" 2>/dev/null || break
+  before "$dl" || fail "scx_sisutil latency: its $((secs + 4)) s window not over $HANG_S s after the load's last check: $(head -c 300 /tmp/lat.err)"
+  sleep 0.5
+done
 touch /tmp/fair-stop
-for p in "${BG_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+# (not the tracer: it ends by itself, and a signal would cut its report short)
+for p in "${BG_PIDS[@]}"; do [ "$p" = "$lat_pid" ] || kill -TERM "$p" 2>/dev/null || true; done
 # hackbench's senders and receivers outlive a SIGTERM of their parent: KILL them all, and
 # wait until they are gone (the checks below must not run under the load)
 pkill -KILL hackbench 2>/dev/null || true

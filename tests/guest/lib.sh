@@ -288,6 +288,19 @@ hackbench_bg() {
   bg "$HB_PID"
 }
 
+# await WHAT CMD...: wait until CMD succeeds (a fact a check reads, not a fixed sleep: a
+# guest stalled under TCG may not have run the step yet), HANG_S at most, then fail with
+# "WHAT: not after HANG_S s"; prints how long it took.
+await() {
+  local what=$1 t dl; shift
+  t=$(now); dl=$(deadline_in "$HANG_S")
+  until "$@"; do
+    before "$dl" || fail "$what: not after $HANG_S s"
+    sleep 0.2
+  done
+  info "$what: after $(since "$t") s"
+}
+
 # stress_workers_up N: wait until N stress-ng CPU workers exist (under TCG stress-ng takes
 # seconds, tens on a busy host, to start them), HANG_S at most; prints how long it took.
 stress_workers_up() {

@@ -61,9 +61,17 @@ expect_error "features SIS_PROP against the stale pin" 'no running scx_sisutil.*
 # monitor on the stale socket: waits with a message, does not fail
 timeout 300 scx_sisutil monitor --json --count 2 --interval 1 > /tmp/rel-mon.out 2> /tmp/rel-mon.err &
 mon=$!
+bg "$mon"
 sleep 3
+# its waiting line, not a fixed 3 s: a stalled guest may not have run the monitor yet
+# (HANG_S guard, as in monitor.sh)
+dl=$(deadline_in "$HANG_S")
+until grep -q 'waiting for scx_sisutil' /tmp/rel-mon.err; do
+  kill -0 "$mon" 2>/dev/null || break
+  before "$dl" || fail "monitor printed no waiting message in $HANG_S s: $(cat /tmp/rel-mon.err)"
+  sleep 0.2
+done
 kill -0 "$mon" 2>/dev/null || fail "monitor exited on the stale socket: $(cat /tmp/rel-mon.err)"
-grep -q 'waiting for scx_sisutil' /tmp/rel-mon.err || fail "monitor printed no waiting message: $(cat /tmp/rel-mon.err)"
 ok "monitor waits on the stale socket: $(head -n 1 /tmp/rel-mon.err)"
 
 # --- 3. a new instance over the leftovers ----------------------------------------------------

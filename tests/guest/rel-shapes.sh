@@ -74,7 +74,15 @@ for n in $(awk 'BEGIN { for (i = -20; i <= 19; i++) print i }'); do
   sh -c "renice $n -p \$\$ > /dev/null && while :; do :; done" &
   pids+=($!)
 done
-sleep 2
+# each hog renices itself once it runs: wait for all 40 (HANG_S guard), then check them
+hogs_reniced() {
+  local i=0 n
+  for n in $(awk 'BEGIN { for (i = -20; i <= 19; i++) print i }'); do
+    [ "$(awk '{ print $19 }' "/proc/${pids[$i]}/stat")" = "$n" ] || return 1
+    i=$((i + 1))
+  done
+}
+await "the 40 hogs at their nice levels" hogs_reniced
 nices=$(for p in "${pids[@]}"; do awk '{ print $19 }' "/proc/$p/stat"; done | sort -n | uniq | tr '\n' ' ')
 expect_eq "nice levels of the 40 hogs" "$nices" "$(awk 'BEGIN { for (i = -20; i <= 19; i++) printf "%d ", i }')"
 sleep "$secs"
@@ -96,9 +104,11 @@ chrt -b 0 stress-ng --cpu "$ncpu" --timeout "${secs}s" > /dev/null 2>&1 &
 pb=$!
 chrt -i 0 stress-ng --cpu "$ncpu" --timeout "${secs}s" > /dev/null 2>&1 &
 pi=$!
-sleep 1
-expect_eq "policy of the batch hogs" "$(chrt -p "$pb" | sed -n 's/.*policy: //p')" SCHED_BATCH
-expect_eq "policy of the idle hogs" "$(chrt -p "$pi" | sed -n 's/.*policy: //p')" SCHED_IDLE
+# chrt sets the policy before it execs stress-ng: wait for both (HANG_S guard)
+policy_of() { chrt -p "$1" | sed -n 's/.*policy: //p'; }
+await "chrt set SCHED_BATCH and SCHED_IDLE" eval '[ "$(policy_of "$pb")" = SCHED_BATCH ] && [ "$(policy_of "$pi")" = SCHED_IDLE ]'
+expect_eq "policy of the batch hogs" "$(policy_of "$pb")" SCHED_BATCH
+expect_eq "policy of the idle hogs" "$(policy_of "$pi")" SCHED_IDLE
 with_hackbench policies
 wait "$pb" || fail "SCHED_BATCH stress-ng exited $?"
 wait "$pi" || fail "SCHED_IDLE stress-ng exited $?"
