@@ -392,10 +392,13 @@ loads_stop() {
   ok "background loads completed runs, none failed"
 }
 
-# netperf_setup: netserver on loopback (TCP_RR needs it).
+# netperf_setup: netserver on loopback (TCP_RR needs it), listening before it returns:
+# netserver puts itself in the background before it listens, and a netperf that finds no
+# listener fails its run (a fixed 0.5 s was no wait for a fact under TCG; HANG_S guard;
+# tcp-listening is a tools/guest helper on PATH).
 netperf_setup() {
   pgrep -x netserver > /dev/null || netserver > /dev/null 2>&1
-  sleep 0.5
+  await "netserver listening on port 12865" tcp-listening 12865
 }
 
 # ---------------------------------------------------------------------------------------
