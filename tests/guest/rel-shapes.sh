@@ -43,7 +43,10 @@ sched_alive "after pinned hogs (cpu$pin_a) and a pinned hackbench (cpu$pin_b)"
 # --- affinity changed while runnable -------------------------------------------------------
 stress-ng --cpu "$ncpu" --timeout $((secs + 30))s > /dev/null 2>&1 &
 p=$!
-sleep 1
+# the loop changes the workers' affinity: wait for all of them (not a fixed 1 s: under TCG
+# stress-ng took 16.2 s once to start its workers, and a loop that found none for its
+# whole $secs s would fail "no affinity change took"; HANG_S guard)
+stress_workers_up "$ncpu"
 changes=0
 end=$(deadline_in "$secs")
 while before "$end"; do
