@@ -834,7 +834,10 @@ fn shard_with(
         k: bss.dec_io.first,
         order,
         moved: bss.dec_io.flag == 1,
-        left: ids.iter().map(|&id| bss.synth_dsq_nr[id as usize]).collect(),
+        left: ids
+            .iter()
+            .map(|&id| bss.synth_dsq_nr[id as usize])
+            .collect(),
         ids,
     }
 }
@@ -1007,7 +1010,10 @@ fn decide_steal_shards_from_zero() {
         io(skel).out_cpu = -99;
         run!(skel, test_steal);
         let bss = skel.maps.bss_data.as_ref().expect("bss mmapped");
-        let left: Vec<u32> = ids.iter().map(|&id| bss.synth_dsq_nr[id as usize]).collect();
+        let left: Vec<u32> = ids
+            .iter()
+            .map(|&id| bss.synth_dsq_nr[id as usize])
+            .collect();
         (bss.dec_io.out_cpu, bss.synth_dsq_nr_tried, left)
     };
     assert_eq!(run(&mut skel, true, [1, 0, 1]), (1, 1, vec![0, 0, 1]));
