@@ -51,16 +51,6 @@ struct {
 	__type(value, struct task_ctx);
 } task_ctxs SEC(".maps");
 
-/*
- * The shards of LLC @llc's queue that may hold tasks: all of them once
- * LLC_SHARDS has used a shard other than 0, else shard 0 alone
- * (sis_ctx.bpf.h).
- */
-static __always_inline u32 llc_shards_live(s32 llc)
-{
-	return READ_ONCE(llc_shards_used) ? llc_nr_shards(llc) : 1;
-}
-
 /* the tasks in LLC @llc's queue, every shard's (one shard: no iterator, as before shards) */
 static __always_inline u64 llc_queue_nr(s32 llc)
 {

@@ -141,21 +141,47 @@ static __always_inline u32 enqueue_shard(u64 feat, s32 cpu, s32 llc)
 }
 
 /*
- * ops.dispatch's shards of LLC @llc (@nr of them), in the order CPU @cpu
- * serves them: its own shard first (@j = 0), then the others in the
- * fixed rotation own + 1, own + 2, ... mod nr, so every shard is visited
- * within nr tries and a shard whose own CPUs are busy is served by the
+ * LLC_SHARDS: the @j-th of @nr shards tried from shard @first, in the
+ * fixed rotation first, first + 1, ... mod nr: every shard is visited
+ * within nr tries, so a shard whose own CPUs are busy is served by the
  * LLC's others as soon as their own shards are empty (the wait bound of
- * docs/DESIGN.md, "Sharding"; src/testing/vtime_model.rs). Its own is the
+ * docs/DESIGN.md, "Sharding"; src/testing/vtime_model.rs).
+ */
+static __always_inline u32 shard_rotation(u32 first, u32 j, u32 nr)
+{
+	return nr ? (first + j) % nr : 0;
+}
+
+/*
+ * Move the head of the first non-empty shard of LLC @llc to this CPU,
+ * trying its live shards (llc_shards_live()) in rotation from shard @first
+ * (shard_rotation()); true when a task moved. ops.dispatch starts at the
+ * CPU's own shard (dispatch_llc()), the steal at shard 0 (steal.bpf.h). One
+ * live shard: no iterator, the one move as before shards (shard 0's DSQ is
+ * the LLC's).
+ */
+static __always_inline bool llc_shards_move(s32 llc, u32 first)
+{
+	u32 j, nr = llc_shards_live(llc);
+
+	if (nr <= 1)
+		return sis_dsq_move(shard_dsq(llc, 0));
+	bpf_for(j, 0, nr)
+		if (sis_dsq_move(shard_dsq(llc, shard_rotation(first, j, nr))))
+			return true;
+	return false;
+}
+
+/*
+ * ops.dispatch's move from its own LLC @llc: CPU @cpu serves its own shard
+ * first, then the others in rotation (llc_shards_move()). Its own is the
  * CPU's shard whether LLC_SHARDS is on or not: switched off, new tasks
  * queue in shard 0 and each shard's CPUs still drain their own shard first;
  * with own = 0 for every CPU the tasks left in the other shards waited for
  * shard 0 to run dry, which under overload it never did (tests/vm.rs
  * shards_live: "runnable task stall ... 22 s").
  */
-static __always_inline u32 dispatch_shard(s32 cpu, s32 llc, u32 j, u32 nr)
+static __always_inline bool dispatch_llc(s32 cpu, s32 llc)
 {
-	u32 own = cpu_shard(cpu, llc);
-
-	return nr ? (own + j) % nr : 0;
+	return llc_shards_move(llc, cpu_shard(cpu, llc));
 }

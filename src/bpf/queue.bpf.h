@@ -102,7 +102,7 @@ static void queue_left(struct task_struct *p)
 
 /*
  * ops.dispatch: this LLC's queue first (with LLC_SHARDS, the CPU's own shard,
- * then the LLC's others in rotation: dispatch_shard(), decide.bpf.h); else
+ * then the LLC's others in rotation: dispatch_llc(), decide.bpf.h); else
  * prev goes on; else, unless
  * NEWIDLE_SKIP_IPI sends an idle CPU woken for no work back to idle, the
  * newidle balance analog steals from the other LLCs, nearest first, those
@@ -112,25 +112,14 @@ static void queue_dispatch(s32 cpu, struct task_struct *prev)
 {
 	s32 llc = sis_cpu_llc(cpu);
 	bool kicked = take_kick(cpu);
-	struct steal_env se = {};
-	u32 tried = 0, walked = 0, nr, j;
+	u32 tried = 0, walked = 0;
 
 	if (llc < 0)
 		return;
-	nr = llc_shards_live(llc);
-	if (nr <= 1) {
-		/* one shard: no iterator, the dispatch as before shards */
-		if (scx_bpf_dsq_move_to_local(llc, 0)) {
-			stat_inc(llc, STAT_DISPATCH_LLC);
-			return;
-		}
-	} else {
-		bpf_for(j, 0, nr) {
-			if (scx_bpf_dsq_move_to_local(shard_dsq(llc, dispatch_shard(cpu, llc, j, nr)), 0)) {
-				stat_inc(llc, STAT_DISPATCH_LLC);
-				return;
-			}
-		}
+	/* its own shard, then the LLC's others in rotation (one shard: the LLC's DSQ alone) */
+	if (dispatch_llc(cpu, llc)) {
+		stat_inc(llc, STAT_DISPATCH_LLC);
+		return;
 	}
 	/* nothing else to run here: let prev go on */
 	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
@@ -145,7 +134,7 @@ static void queue_dispatch(s32 cpu, struct task_struct *prev)
 	}
 
 	/* the newidle balance analog: other LLCs, nearest first; none queued anywhere, no walk */
-	if (steal_search(&se, llc, &tried, &walked) >= 0)
+	if (steal_search(llc, &tried, &walked) >= 0)
 		stat_inc(llc, STAT_STEAL);
 }
 

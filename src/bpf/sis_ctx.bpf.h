@@ -59,7 +59,11 @@ static __always_inline u32 cpu_shard(s32 cpu, s32 llc)
 	return topo.cpu_llc_pos[cpu & (MAX_CPUS - 1)] / llc_shard_cpus(llc);
 }
 
-/* the DSQ id of shard @s of LLC @llc: the LLC's index for shard 0, above MAX_LLCS for the others */
+/*
+ * the DSQ id of shard @s of LLC @llc: the LLC's index for shard 0, above
+ * MAX_LLCS for the others; every shard's id is below SHARD_DSQ_END
+ */
+#define SHARD_DSQ_END	(MAX_LLCS + MAX_LLCS * MAX_LLC_SHARDS)
 static __always_inline u64 shard_dsq(s32 llc, u32 s)
 {
 	return s ? MAX_LLCS + (u64)(llc & (MAX_LLCS - 1)) * MAX_LLC_SHARDS + s : (u64)llc;
@@ -71,6 +75,15 @@ static __always_inline u64 shard_dsq(s32 llc, u32 s)
  * steal and tick look at shard 0 alone, as without shards.
  */
 u32 llc_shards_used;
+
+/*
+ * The shards of LLC @llc's queue that may hold tasks: all of them once
+ * LLC_SHARDS has used a shard other than 0, else shard 0 alone.
+ */
+static __always_inline u32 llc_shards_live(s32 llc)
+{
+	return READ_ONCE(llc_shards_used) ? llc_nr_shards(llc) : 1;
+}
 /* per-LLC state (nr_idle_scan, has_idle_cores) and per-CPU state (idle_start, SIS_PROP, util) */
 struct llc_ctx llc_ctxs[MAX_LLCS];
 struct cpu_ctx cpu_ctxs[MAX_CPUS];
@@ -318,6 +331,8 @@ static __always_inline bool sis_share_cache(s32 a, s32 b)
  *                           DELAY_DEQUEUE (6.12+), rq->cfs.h_nr_queued - h_nr_runnable
  *   sis_jiffies(c), sis_hz()                 jiffies, HZ
  *   calib_idle_words(c, dst, nr)             the first nr words of the idle mask
+ *   sis_dsq_move(dsq)       move the head of DSQ @dsq (an LLC queue's shard, shard_dsq())
+ *                           to this CPU: scx_bpf_dsq_move_to_local(); true when a task moved
  */
 static __always_inline const struct cpumask *sis_idle_get(struct sis_ctx *c);
 static __always_inline void sis_idle_put(struct sis_ctx *c, const struct cpumask *idle_mask);
@@ -328,3 +343,4 @@ static __always_inline u32 sis_nr_delayed(struct sis_ctx *c, s32 cpu);
 static __always_inline u64 sis_jiffies(struct sis_ctx *c);
 static __always_inline u32 sis_hz(void);
 static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr);
+static __always_inline bool sis_dsq_move(u64 dsq);

@@ -27,37 +27,15 @@
  * A task queued without a task context cannot be counted: steal_uncounted
  * is set and every later steal walks every LLC.
  *
- * The walk moves a task through struct steal_env and one primitive,
- * steal_move(), defined before it: here over sched_ext's DSQs; an object
- * with queues of its own (sis_test.bpf.c: the host test runs this very
- * walk over synthetic queue lengths) defines both and STEAL_ENV_DEFINED
- * before it includes this header, as kick.bpf.h's KICK_ENV_DEFINED.
+ * The walk moves a task with decide.bpf.h's llc_shards_move() from shard 0
+ * of the LLC tried (an LLC's shards in order), over the seam's primitive
+ * sis_dsq_move(): sched_ext's DSQs in the scheduler, synthetic queue
+ * lengths in the host test (sis_test.bpf.c runs this very walk).
  */
 #pragma once
 
 #include "sis_ctx.bpf.h"
-
-#ifndef STEAL_ENV_DEFINED
-#include "ctx.bpf.h"		/* llc_shards_live() */
-
-/* the steal's move over sched_ext's DSQs (an LLC's shards, queue.bpf.h) */
-struct steal_env {
-	u32 unused;
-};
-
-/* move the head of one of LLC @llc's shards, in order, to this CPU; true when a task moved */
-static __always_inline bool steal_move(struct steal_env *e, s32 llc)
-{
-	u32 s, nr = llc_shards_live(llc);
-
-	if (nr <= 1)
-		return scx_bpf_dsq_move_to_local(llc, 0);
-	bpf_for(s, 0, nr)
-		if (scx_bpf_dsq_move_to_local(shard_dsq(llc, s), 0))
-			return true;
-	return false;
-}
-#endif /* !STEAL_ENV_DEFINED */
+#include "decide.bpf.h"		/* llc_shards_move() */
 
 /*
  * Tasks counted in each LLC's DSQ (an upper bound of its length, above), a
@@ -125,7 +103,7 @@ static __always_inline bool steal_any_queued(void)
  * LLCs counted empty are not tried; *tried counts the moves attempted,
  * *walked the LLCs of the order looked at (0: the machine test ended it).
  */
-static __always_inline s32 steal_search(struct steal_env *e, s32 llc, u32 *tried, u32 *walked)
+static __always_inline s32 steal_search(s32 llc, u32 *tried, u32 *walked)
 {
 	bool every = READ_ONCE(steal_uncounted);
 	u32 k;
@@ -144,7 +122,8 @@ static __always_inline s32 steal_search(struct steal_env *e, s32 llc, u32 *tried
 		if (!every && !READ_ONCE(llc_queued[l & (MAX_LLCS - 1)].n))
 			continue;
 		(*tried)++;
-		if (steal_move(e, l))
+		/* its shards from shard 0 (one shard: the LLC's DSQ, as before shards) */
+		if (llc_shards_move(l, 0))
 			return l;
 	}
 	return -1;

@@ -89,6 +89,31 @@ static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr
 }
 
 /*
+ * The LLC queues' DSQs (sis_dsq_move(); the shards' ids, shard_dsq()):
+ * synth_dsq_nr[id] tasks in DSQ id, a move takes one. Every move tried is
+ * counted in synth_dsq_nr_tried and the first MAX_LLCS are logged, in
+ * order, in synth_dsq_tried.
+ */
+u32 synth_dsq_nr[SHARD_DSQ_END];
+u64 synth_dsq_tried[MAX_LLCS];
+u32 synth_dsq_nr_tried;
+
+static __always_inline bool sis_dsq_move(u64 dsq)
+{
+	u32 i = synth_dsq_nr_tried++;
+	u64 id = dsq;
+
+	if (i < MAX_LLCS)
+		synth_dsq_tried[i] = dsq;
+	/* the bound tested on the register that indexes (not on a copy of it) */
+	barrier_var(id);
+	if (id >= SHARD_DSQ_END || !synth_dsq_nr[id])
+		return false;
+	synth_dsq_nr[id]--;
+	return true;
+}
+
+/*
  * One wake-up's state from a host test's or a replay's arguments: the machine
  * (idle mask, knobs, clocks), the wake-up's context and the waker's and
  * wakee's wake state. The program context may only be read at constant

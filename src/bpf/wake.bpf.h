@@ -90,6 +90,12 @@ static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr
 	scx_bpf_put_idle_cpumask(idle);
 }
 
+/* the head of DSQ @dsq (an LLC queue's shard) to this CPU's local DSQ (queue.bpf.h, steal.bpf.h) */
+static __always_inline bool sis_dsq_move(u64 dsq)
+{
+	return scx_bpf_dsq_move_to_local(dsq, 0);
+}
+
 /* ---- the state select_task_rq_fair() reads ---- */
 
 /* record_wakee() of each CPU's idle task: interrupt wake-ups from idle */

@@ -593,8 +593,10 @@ fn steal(
     uncounted: bool,
 ) -> Steal {
     let bss = skel.maps.bss_data.as_mut().expect("bss mmapped");
-    bss.steal_dsq_nr = [0; MAX_LLCS];
-    bss.steal_dsq_nr[..dsq.len()].copy_from_slice(dsq);
+    // shard 0 of LLC l is DSQ l; one shard per LLC (llc_shards_used 0), as before shards
+    bss.synth_dsq_nr.fill(0);
+    bss.synth_dsq_nr[..dsq.len()].copy_from_slice(dsq);
+    bss.llc_shards_used = 0;
     for (l, c) in bss.llc_queued.iter_mut().enumerate() {
         c.n = queued.get(l).copied().unwrap_or(0);
     }
@@ -676,7 +678,7 @@ fn decide_steal_matches_full_walk() {
                 "{nr_llcs} LLCs, llc {llc}, dsq {dsq:?}, queued {queued:?}, uncounted {uncounted}"
             );
             if let Some(i) = hit {
-                let left = skel.maps.bss_data.as_ref().unwrap().steal_dsq_nr[order[i]];
+                let left = skel.maps.bss_data.as_ref().unwrap().synth_dsq_nr[order[i]];
                 assert_eq!(left, dsq[order[i]] - 1, "one task moved");
             }
             no_walk += (nr_llcs > 1 && !any) as u32;
@@ -768,30 +770,75 @@ struct Shard {
     own: i32,
     nr: u32,
     k: u32,
+    /// the shards dispatch tried, in order (every live one when all are empty)
     order: Vec<u32>,
     ids: Vec<u64>,
+    /// dispatch moved a task
+    moved: bool,
+    /// the tasks left in each shard after the dispatch
+    left: Vec<u32>,
 }
 
+/// One run of test_shard with every shard of every LLC empty and all shards live.
 fn shard(skel: &mut SisTestSkel<'_>, k: u32, feat: u64, cpu: usize, llc: usize) -> Shard {
+    shard_with(skel, k, feat, cpu, llc, true, &[])
+}
+
+/// test_shard with `tasks` (shard, tasks) queued in LLC `llc`'s shards (the others empty)
+/// and `used` as llc_shards_used: the DSQ ids come from a first run.
+fn shard_with(
+    skel: &mut SisTestSkel<'_>,
+    k: u32,
+    feat: u64,
+    cpu: usize,
+    llc: usize,
+    used: bool,
+    tasks: &[(usize, u32)],
+) -> Shard {
     skel.maps
         .data_data
         .as_mut()
         .expect("data mmapped")
         .shard_cpus = k;
-    let d = io(skel);
-    d.feat = feat;
-    d.cpu = cpu as i32;
-    d.llc = llc as i32;
-    d.out_cpu = -99;
-    run!(skel, test_shard);
+    let mut ids = vec![];
+    for pass in 0..2 {
+        let bss = skel.maps.bss_data.as_mut().expect("bss mmapped");
+        bss.synth_dsq_nr.fill(0);
+        if pass == 1 {
+            for &(s, n) in tasks {
+                bss.synth_dsq_nr[ids[s] as usize] = n;
+            }
+        }
+        bss.llc_shards_used = used as u32;
+        let d = io(skel);
+        d.feat = feat;
+        d.cpu = cpu as i32;
+        d.llc = llc as i32;
+        d.out_cpu = -99;
+        d.flag = 99;
+        run!(skel, test_shard);
+        let bss = skel.maps.bss_data.as_ref().expect("bss mmapped");
+        ids = bss.shard_ids[..bss.dec_io.out as usize].to_vec();
+    }
     let bss = skel.maps.bss_data.as_ref().expect("bss mmapped");
     let nr = bss.dec_io.out;
+    let tried = bss.dec_io.probed as usize;
+    assert!(tried <= MAX_LLCS, "{tried} moves tried");
+    let order = bss.synth_dsq_tried[..tried]
+        .iter()
+        .map(|id| ids.iter().position(|i| i == id).expect("a shard's DSQ") as u32)
+        .collect();
     Shard {
         own: bss.dec_io.out_cpu,
         nr,
         k: bss.dec_io.first,
-        order: bss.shard_order[..nr as usize].to_vec(),
-        ids: bss.shard_ids[..nr as usize].to_vec(),
+        order,
+        moved: bss.dec_io.flag == 1,
+        left: ids
+            .iter()
+            .map(|&id| bss.synth_dsq_nr[id as usize])
+            .collect(),
+        ids,
     }
 }
 
@@ -880,4 +927,98 @@ fn decide_llc_shards_rotation() {
             assert_eq!(s.order, want, "k {k} cpu {cpu}");
         }
     }
+}
+
+/// The dispatch's move from its own LLC (decide.bpf.h dispatch_llc, llc_shards_move) over
+/// synthetic shards, 5 shards of 8 CPUs, CPU 17 (own shard 2): the head of the first
+/// non-empty shard from its own in rotation, one task, and no further try; with no shard
+/// but 0 ever used (llc_shards_used 0), shard 0's DSQ alone, as before shards.
+#[test]
+fn decide_llc_shards_move() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let cpus = (0..40)
+        .map(|id| CpuDesc {
+            id,
+            llc: 0,
+            core: id,
+            node: 0,
+        })
+        .collect();
+    let topo = TopoDesc { cpus }.build().expect("topology");
+    // SAFETY: both are `struct sis_topo` of intf.h
+    unsafe { copy_same_c_type(&*topo, &mut skel.maps.bss_data.as_mut().unwrap().topo) };
+    let run = |skel: &mut SisTestSkel<'_>, used, tasks: &[(usize, u32)]| {
+        let s = shard_with(skel, 8, F_LLC_SHARDS, 17, 0, used, tasks);
+        assert_eq!((s.own, s.nr), (2, 5));
+        (s.moved, s.order, s.left)
+    };
+    // own empty: 3, then 4 holds tasks; shard 0's stay
+    let r = run(&mut skel, true, &[(0, 2), (4, 3)]);
+    assert_eq!(r, (true, vec![2, 3, 4], vec![2, 0, 0, 0, 2]));
+    // own first
+    let r = run(&mut skel, true, &[(0, 1), (2, 1)]);
+    assert_eq!(r, (true, vec![2], vec![1, 0, 0, 0, 0]));
+    // the rotation wraps past the last shard to 0
+    let r = run(&mut skel, true, &[(1, 1)]);
+    assert_eq!(r, (true, vec![2, 3, 4, 0, 1], vec![0, 0, 0, 0, 0]));
+    // nothing queued: every shard once
+    let r = run(&mut skel, true, &[]);
+    assert_eq!(r, (false, vec![2, 3, 4, 0, 1], vec![0; 5]));
+    // shards never used: shard 0 alone, whatever the CPU's own
+    let r = run(&mut skel, false, &[(0, 1), (4, 1)]);
+    assert_eq!(r, (true, vec![0], vec![0, 0, 0, 0, 1]));
+    let r = run(&mut skel, false, &[(4, 1)]);
+    assert_eq!(r, (false, vec![0], vec![0, 0, 0, 0, 1]));
+}
+
+/// The steal's move (steal.bpf.h over llc_shards_move): the LLC stolen from gives the head
+/// of its first non-empty shard from shard 0, whatever the stealing CPU; with shards
+/// never used, its shard 0 alone. Two LLCs of 20 CPUs, 3 shards of 8.
+#[test]
+fn decide_steal_shards_from_zero() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let cpus = (0..40)
+        .map(|id| CpuDesc {
+            id,
+            llc: id / 20,
+            core: id,
+            node: 0,
+        })
+        .collect();
+    let topo = TopoDesc { cpus }.build().expect("topology");
+    // SAFETY: both are `struct sis_topo` of intf.h
+    unsafe { copy_same_c_type(&*topo, &mut skel.maps.bss_data.as_mut().unwrap().topo) };
+    let ids = shard(&mut skel, 8, F_LLC_SHARDS, 39, 1).ids;
+    assert_eq!(ids.len(), 3);
+    let run = |skel: &mut SisTestSkel<'_>, used: bool, tasks: [u32; 3]| {
+        let bss = skel.maps.bss_data.as_mut().expect("bss mmapped");
+        bss.synth_dsq_nr.fill(0);
+        for (s, &n) in tasks.iter().enumerate() {
+            bss.synth_dsq_nr[ids[s] as usize] = n;
+        }
+        for c in bss.llc_queued.iter_mut() {
+            c.n = 0;
+        }
+        bss.llc_queued[1].n = tasks.iter().sum::<u32>() as u64;
+        bss.steal_uncounted = 0;
+        bss.llc_shards_used = used as u32;
+        // a CPU of LLC 0 whose own shard (2) is not LLC 1's first
+        io(skel).cpu = 19;
+        io(skel).llc = 0;
+        io(skel).out_cpu = -99;
+        run!(skel, test_steal);
+        let bss = skel.maps.bss_data.as_ref().expect("bss mmapped");
+        let left: Vec<u32> = ids
+            .iter()
+            .map(|&id| bss.synth_dsq_nr[id as usize])
+            .collect();
+        (bss.dec_io.out_cpu, bss.synth_dsq_nr_tried, left)
+    };
+    assert_eq!(run(&mut skel, true, [1, 0, 1]), (1, 1, vec![0, 0, 1]));
+    assert_eq!(run(&mut skel, true, [0, 1, 1]), (1, 2, vec![0, 0, 1]));
+    assert_eq!(run(&mut skel, true, [0, 0, 2]), (1, 3, vec![0, 0, 1]));
+    assert_eq!(run(&mut skel, false, [0, 0, 2]), (-1, 1, vec![0, 0, 2]));
+    assert_eq!(run(&mut skel, false, [1, 0, 2]), (1, 1, vec![0, 0, 2]));
 }

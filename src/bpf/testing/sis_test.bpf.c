@@ -18,7 +18,12 @@
 char _license[] SEC("license") = "GPL";
 
 static struct sis_ctx test_ctx;
-static struct sis_wake_state test_waker, test_wakee;
+/*
+ * Global, not static: clang may split a static struct whose every use it
+ * inlined into one variable per field, whose BTF the kernel refuses
+ * ("VAR test_waker.0 ... Invalid size").
+ */
+struct sis_wake_state test_waker, test_wakee;
 
 /*
  * The counters, counted in place (sis_ctx.bpf.h) into this CPU's rows of
@@ -240,11 +245,12 @@ int test_kick(void *a)
 /*
  * LLC_SHARDS' geometry and decisions (sis_ctx.bpf.h, decide.bpf.h): for
  * dec_io.cpu of LLC dec_io.llc under dec_io.feat, out_cpu the enqueue's
- * shard, out the LLC's shards, first its CPUs per shard, shard_order[j] the
- * j-th shard the CPU serves in dispatch and
- * shard_ids[j] shard j's DSQ id. The test sets shard_cpus (.bss here).
+ * shard, out the LLC's shards, first its CPUs per shard, shard_ids[j] shard
+ * j's DSQ id; then the CPU's dispatch from its LLC (dispatch_llc()) over
+ * the synthetic DSQs the test set (synth.bpf.h): flag whether a task moved,
+ * probed the moves tried, synth_dsq_tried their DSQs in order. The test sets
+ * shard_cpus and llc_shards_used (.bss here).
  */
-u32 shard_order[MAX_LLC_SHARDS];
 u64 shard_ids[MAX_LLC_SHARDS];
 
 SEC("syscall")
@@ -255,47 +261,30 @@ int test_shard(void *a)
 	dec_io.out_cpu = enqueue_shard(dec_io.feat, dec_io.cpu, dec_io.llc);
 	dec_io.out = nr;
 	dec_io.first = llc_shard_cpus(dec_io.llc);
-	for (j = 0; j < MAX_LLC_SHARDS; j++) {
-		shard_order[j] = j < nr ? dispatch_shard(dec_io.cpu, dec_io.llc, j, nr) : 0;
+	for (j = 0; j < MAX_LLC_SHARDS; j++)
 		shard_ids[j] = j < nr ? shard_dsq(dec_io.llc, j) : 0;
-	}
+	synth_dsq_nr_tried = 0;
+	dec_io.flag = dispatch_llc(dec_io.cpu, dec_io.llc);
+	dec_io.probed = synth_dsq_nr_tried;
 	return 0;
 }
 
 /*
- * The steal (steal.bpf.h) over synthetic DSQs: steal_dsq_nr[l] tasks in LLC
- * l's DSQ (a move takes one), llc_queued and steal_uncounted as the test
- * sets them; the move is defined here, before the header
- * (STEAL_ENV_DEFINED). dec_io.llc is the stealer's LLC; out_cpu the LLC
- * stolen from (-1 none), probed the moves tried, first the LLCs walked.
+ * The steal (steal.bpf.h) over synthetic DSQs (synth_dsq_nr[id] tasks in
+ * DSQ id, synth.bpf.h; LLC l's shard 0 is DSQ l), llc_queued,
+ * steal_uncounted and llc_shards_used as the test sets them. dec_io.llc is
+ * the stealer's LLC; out_cpu the LLC stolen from (-1 none), probed the LLCs
+ * tried, first the LLCs walked.
  */
-u32 steal_dsq_nr[MAX_LLCS];
-
-struct steal_env {
-	u32 unused;
-};
-
-static __always_inline bool steal_move(struct steal_env *e, s32 llc)
-{
-	u32 *n = &steal_dsq_nr[llc & (MAX_LLCS - 1)];
-
-	if (!*n)
-		return false;
-	(*n)--;
-	return true;
-}
-
-#define STEAL_ENV_DEFINED
 #include "steal.bpf.h"
 
 SEC("syscall")
 int test_steal(void *a)
 {
-	struct steal_env e = {};
-
 	dec_io.probed = 0;
 	dec_io.first = 0;
-	dec_io.out_cpu = steal_search(&e, dec_io.llc, &dec_io.probed, &dec_io.first);
+	synth_dsq_nr_tried = 0;
+	dec_io.out_cpu = steal_search(dec_io.llc, &dec_io.probed, &dec_io.first);
 	return 0;
 }
 
