@@ -65,6 +65,21 @@ fn machine(obj: &mut MaybeUninit<libbpf_rs::OpenObject>) -> SisTestSkel<'_> {
     skel
 }
 
+/// Replace the machine's topology: CPUs 0..n, one core each, the LLC of each by `llc_of`.
+fn set_topo(skel: &mut SisTestSkel<'_>, n: usize, llc_of: impl Fn(usize) -> usize) {
+    let cpus = (0..n)
+        .map(|id| CpuDesc {
+            id,
+            llc: llc_of(id),
+            core: id,
+            node: 0,
+        })
+        .collect();
+    let topo = TopoDesc { cpus }.build().expect("topology");
+    // SAFETY: both are `struct sis_topo` of intf.h
+    unsafe { copy_same_c_type(&*topo, &mut skel.maps.bss_data.as_mut().unwrap().topo) };
+}
+
 macro_rules! run {
     ($skel:expr, $prog:ident) => {{
         let ret = $skel
@@ -852,23 +867,15 @@ fn shard_with(
 fn decide_llc_shards_geometry() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
-    let cpus = (0..64)
-        .map(|id| CpuDesc {
-            id,
-            llc: if id < 20 {
-                0
-            } else if id < 24 {
-                1
-            } else {
-                2
-            },
-            core: id,
-            node: 0,
-        })
-        .collect();
-    let topo = TopoDesc { cpus }.build().expect("topology");
-    // SAFETY: both are `struct sis_topo` of intf.h
-    unsafe { copy_same_c_type(&*topo, &mut skel.maps.bss_data.as_mut().unwrap().topo) };
+    set_topo(&mut skel, 64, |id| {
+        if id < 20 {
+            0
+        } else if id < 24 {
+            1
+        } else {
+            2
+        }
+    });
     for cpu in 0..20 {
         let s = shard(&mut skel, 8, F_LLC_SHARDS, cpu, 0);
         assert_eq!((s.own, s.nr, s.k), (cpu as i32 / 8, 3, 8), "cpu {cpu}");
@@ -907,17 +914,7 @@ fn decide_llc_shards_geometry() {
 fn decide_llc_shards_rotation() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
-    let cpus = (0..40)
-        .map(|id| CpuDesc {
-            id,
-            llc: 0,
-            core: id,
-            node: 0,
-        })
-        .collect();
-    let topo = TopoDesc { cpus }.build().expect("topology");
-    // SAFETY: both are `struct sis_topo` of intf.h
-    unsafe { copy_same_c_type(&*topo, &mut skel.maps.bss_data.as_mut().unwrap().topo) };
+    set_topo(&mut skel, 40, |_| 0);
     for k in [4, 8, 13] {
         for cpu in 0..40 {
             let s = shard(&mut skel, k, F_LLC_SHARDS, cpu, 0);
@@ -937,17 +934,7 @@ fn decide_llc_shards_rotation() {
 fn decide_llc_shards_move() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
-    let cpus = (0..40)
-        .map(|id| CpuDesc {
-            id,
-            llc: 0,
-            core: id,
-            node: 0,
-        })
-        .collect();
-    let topo = TopoDesc { cpus }.build().expect("topology");
-    // SAFETY: both are `struct sis_topo` of intf.h
-    unsafe { copy_same_c_type(&*topo, &mut skel.maps.bss_data.as_mut().unwrap().topo) };
+    set_topo(&mut skel, 40, |_| 0);
     let run = |skel: &mut SisTestSkel<'_>, used, tasks: &[(usize, u32)]| {
         let s = shard_with(skel, 8, F_LLC_SHARDS, 17, 0, used, tasks);
         assert_eq!((s.own, s.nr), (2, 5));
@@ -979,17 +966,7 @@ fn decide_llc_shards_move() {
 fn decide_steal_shards_from_zero() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
-    let cpus = (0..40)
-        .map(|id| CpuDesc {
-            id,
-            llc: id / 20,
-            core: id,
-            node: 0,
-        })
-        .collect();
-    let topo = TopoDesc { cpus }.build().expect("topology");
-    // SAFETY: both are `struct sis_topo` of intf.h
-    unsafe { copy_same_c_type(&*topo, &mut skel.maps.bss_data.as_mut().unwrap().topo) };
+    set_topo(&mut skel, 40, |id| id / 20);
     let ids = shard(&mut skel, 8, F_LLC_SHARDS, 39, 1).ids;
     assert_eq!(ids.len(), 3);
     let run = |skel: &mut SisTestSkel<'_>, used: bool, tasks: [u32; 3]| {
