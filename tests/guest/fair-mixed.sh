@@ -78,12 +78,8 @@ t=$(now)
 spawn_at_nice -20 scx_sisutil latency --duration "$((secs + 4))" --json > /tmp/lat.json 2> /tmp/lat.err
 lat_pid=$!
 bg "$lat_pid"
-dl=$(deadline_in "$HANG_S")
-until grep -q tracing /tmp/lat.err; do
-  kill -0 "$lat_pid" 2>/dev/null || fail "scx_sisutil latency exited before tracing: $(head -c 300 /tmp/lat.err)"
-  before "$dl" || fail "scx_sisutil latency not tracing after $HANG_S s: $(head -c 300 /tmp/lat.err)"
-  sleep 0.1
-done
+await_line "$lat_pid" /tmp/lat.err tracing "scx_sisutil latency's 'tracing' line"
+kill -0 "$lat_pid" 2>/dev/null || fail "scx_sisutil latency exited before tracing: $(head -c 300 /tmp/lat.err)"
 info "latency tracer (pid $lat_pid) tracing after $(since "$t") s, for $((secs + 4)) s"
 
 
@@ -183,12 +179,7 @@ info "runnable tasks per CPU during the load: mean $rq_mean, median $rq_med over
 # TCG). Its window is secs + 4 s from "tracing", the load secs from after it: it ends some
 # 10 s after the loop above; HANG_S guards a tracer that never ends it. Waits of the load's
 # last seconds, while it is killed, are no longer than under it.
-dl=$(deadline_in "$HANG_S")
-until grep -q 'window over' /tmp/lat.err; do
-  kill -0 "$lat_pid" 2>/dev/null || break
-  before "$dl" || fail "scx_sisutil latency: its $((secs + 4)) s window not over $HANG_S s after the load's last check: $(head -c 300 /tmp/lat.err)"
-  sleep 0.5
-done
+await_line "$lat_pid" /tmp/lat.err 'window over' "scx_sisutil latency's 'window over' line ($((secs + 4)) s window), after the load's last check"
 touch /tmp/fair-stop
 # (not the tracer: it ends by itself, and a signal would cut its report short)
 for p in "${BG_PIDS[@]}"; do [ "$p" = "$lat_pid" ] || kill -TERM "$p" 2>/dev/null || true; done

@@ -301,6 +301,19 @@ await() {
   info "$what: after $(since "$t") s"
 }
 
+# await_line PID FILE REGEX WHAT: wait until FILE (the stderr of process PID) has a line
+# matching REGEX, or PID has exited (the caller tells which with kill -0), HANG_S at most,
+# then fail with "WHAT: not in HANG_S s" and the file's start.
+await_line() {
+  local pid=$1 file=$2 re=$3 what=$4 dl
+  dl=$(deadline_in "$HANG_S")
+  until grep -q -- "$re" "$file"; do
+    kill -0 "$pid" 2>/dev/null || return 0
+    before "$dl" || fail "$what: not in $HANG_S s: $(head -c 300 "$file")"
+    sleep 0.2
+  done
+}
+
 # stress_workers_up N: wait until N stress-ng CPU workers exist (under TCG stress-ng takes
 # seconds, tens on a busy host, to start them), HANG_S at most; prints how long it took.
 stress_workers_up() {

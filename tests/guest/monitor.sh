@@ -28,12 +28,7 @@ t=$(now)
 sleep 3
 # Its waiting message must be out before the SIGTERM (checked below): on a guest that
 # stalled the monitor may not have started in 3 s, so wait for the line (a hang guard).
-dl=$(deadline_in "$HANG_S")
-until grep -q 'waiting for scx_sisutil to start' /tmp/mon0.err; do
-  kill -0 "$mon_pid" 2>/dev/null || break
-  before "$dl" || fail "monitor with no scheduler printed no waiting message in $HANG_S s: $(cat /tmp/mon0.err)"
-  sleep 0.2
-done
+await_line "$mon_pid" /tmp/mon0.err 'waiting for scx_sisutil to start' "the waiting message of the monitor with no scheduler"
 kill -0 "$mon_pid" 2>/dev/null || { wait "$mon_pid" || true; fail "monitor with no scheduler exited by itself within $(since "$t") s: $(cat /tmp/mon0.err)"; }
 ok "monitor with no scheduler still waiting after 3 s ($(since "$t") s)"
 kill -TERM "$mon_pid"

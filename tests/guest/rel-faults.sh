@@ -65,12 +65,7 @@ bg "$mon"
 sleep 3
 # its waiting line, not a fixed 3 s: a stalled guest may not have run the monitor yet
 # (HANG_S guard, as in monitor.sh)
-dl=$(deadline_in "$HANG_S")
-until grep -q 'waiting for scx_sisutil' /tmp/rel-mon.err; do
-  kill -0 "$mon" 2>/dev/null || break
-  before "$dl" || fail "monitor printed no waiting message in $HANG_S s: $(cat /tmp/rel-mon.err)"
-  sleep 0.2
-done
+await_line "$mon" /tmp/rel-mon.err 'waiting for scx_sisutil' "the monitor's waiting message"
 kill -0 "$mon" 2>/dev/null || fail "monitor exited on the stale socket: $(cat /tmp/rel-mon.err)"
 ok "monitor waits on the stale socket: $(head -n 1 /tmp/rel-mon.err)"
 
