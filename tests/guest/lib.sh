@@ -315,16 +315,9 @@ await_line() {
 }
 
 # stress_workers_up N: wait until N stress-ng CPU workers exist (under TCG stress-ng takes
-# seconds, tens on a busy host, to start them), HANG_S at most; prints how long it took.
-stress_workers_up() {
-  local n=$1 t dl
-  t=$(now); dl=$(deadline_in "$HANG_S")
-  while [ "$({ pgrep stress-ng-cpu || true; } | wc -l)" -lt "$n" ]; do
-    before "$dl" || fail "stress-ng did not start $n workers in $HANG_S s"
-    sleep 0.2
-  done
-  info "stress-ng: $n workers up after $(since "$t") s"
-}
+# seconds, tens on a busy host, to start them), HANG_S at most (await); prints how long it took.
+stress_workers_at_least() { [ "$({ pgrep stress-ng-cpu || true; } | wc -l)" -ge "$1" ]; }
+stress_workers_up() { await "stress-ng: $1 workers up" stress_workers_at_least "$1"; }
 
 # hackbench_bg_running: wait until the background loop has completed a run (its tasks are
 # up and waking each other: under TCG the first run's 40 forks can take seconds), HANG_S
