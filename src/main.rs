@@ -20,7 +20,7 @@ mod sched {
 }
 
 /// The shipped tools: `ab`, `calibrate`, `placement-cost`, `latency`, `plot`, `shadow`.
-/// The scheduler never imports them (a test in src/sched/features.rs holds to it).
+/// The scheduler never imports them (src/testing/layout_test.rs holds to it).
 mod tools {
     pub mod ab;
     pub mod calibrate;

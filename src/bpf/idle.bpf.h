@@ -15,8 +15,9 @@
  * whose cmpxchg clears idle_start closes the period. The reader (the loader,
  * UtilUpdate in loader.rs) runs concurrently without a lock; the order of the
  * writes is what it relies on: idle_start is cleared BEFORE idle_ns grows, so
- * a read of idle_ns, idle_start, idle_ns that sees idle_ns unchanged never
- * counts one period twice (open in idle_start and closed in idle_ns).
+ * its two reads, idle_ns first and then idle_start, never count one period
+ * twice (open in idle_start and closed in idle_ns): a period still open at the
+ * second read had not been added at the first.
  * Pure functions of a cpu_ctx: the host test (sis_test.bpf.c) runs them too.
  */
 #pragma once

@@ -8,6 +8,9 @@
  *   ctx.bpf.h     knobs, the feature word, statistics, per-task and per-CPU context
  *   sis_ctx.bpf.h the machine the wake-up reads, and its primitives
  *   sis.bpf.h     the wake-up placement, fair.c's steps top to bottom
+ *   decide.bpf.h  the decisions outside select_task_rq_fair, one pure function
+ *                 each over the primitives (the host test runs them too)
+ *   idle.bpf.h    a CPU's idle time, in the write order the loader's read needs
  *   calib.bpf.h   the scan depth calibration (how far an idle CPU was)
  *   wake.bpf.h    the wake-up over sched_ext: primitives, task load, the
  *                 TTWU_QUEUE_DESCHED tracepoint, select_cpu, idle transitions
