@@ -8,8 +8,9 @@
 use std::fmt::Write as _;
 use std::process::Command;
 
-/// The members of `enum NAME { ... }` in C source `src`, each with the comment that follows
-/// it (joined into one line; "" if none).
+/// The members of `enum NAME { ... }` in C source `src`, each with the comment above it, as
+/// the kernel writes member comments (joined into one line; "" if none). A comment that no
+/// member follows describes nothing: the build fails on it.
 fn enum_members(src: &str, name: &str) -> Vec<(String, String)> {
     let head = format!("enum {name} {{");
     let start = src
@@ -20,6 +21,7 @@ fn enum_members(src: &str, name: &str) -> Vec<(String, String)> {
     let body = &body[..body.find("};").expect("intf.h: enum not closed")];
     let mut out: Vec<(String, String)> = vec![];
     let (mut want_member, mut depth) = (true, 0);
+    let mut pending = String::new();
     let mut rest = body;
     while let Some(c) = rest.chars().next() {
         if let Some(r) = rest.strip_prefix("/*") {
@@ -30,12 +32,10 @@ fn enum_members(src: &str, name: &str) -> Vec<(String, String)> {
                 .filter(|l| !l.is_empty())
                 .collect::<Vec<_>>()
                 .join(" ");
-            if let Some(last) = out.last_mut() {
-                if !last.1.is_empty() && !text.is_empty() {
-                    last.1.push(' ');
-                }
-                last.1 += &text;
+            if !pending.is_empty() && !text.is_empty() {
+                pending.push(' ');
             }
+            pending += &text;
             rest = &r[end + 2..];
             continue;
         }
@@ -44,7 +44,7 @@ fn enum_members(src: &str, name: &str) -> Vec<(String, String)> {
                 .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
                 .unwrap_or(rest.len());
             if want_member {
-                out.push((rest[..n].to_string(), String::new()));
+                out.push((rest[..n].to_string(), std::mem::take(&mut pending)));
                 want_member = false;
             }
             rest = &rest[n..];
@@ -58,6 +58,10 @@ fn enum_members(src: &str, name: &str) -> Vec<(String, String)> {
         }
         rest = &rest[c.len_utf8()..];
     }
+    assert!(
+        pending.is_empty(),
+        "intf.h: enum {name}: the comment \"{pending}\" is after the last member (a member's comment goes above it)"
+    );
     out
 }
 

@@ -61,55 +61,56 @@ enum sis_consts {
  * The definitions of the features, the statistics and the presets. build.rs derives the
  * loader's tables from these three enums (src/sched/features.rs, src/sched/stats.rs): a name is the
  * member without its prefix (FEAT_, STAT_ lower-cased, PRESET_ lower-cased with '-'), the
- * value comes from clang through bindgen, and the description is the comment that FOLLOWS
- * the member (it may continue on the next lines). Every member but the _ALL/_NR bounds has
- * one; a comment before a member would describe the one before it.
+ * value comes from clang through bindgen, and the description is the comment ABOVE the
+ * member, as the kernel writes it (it may span lines). Every member but the _ALL/_NR bounds
+ * has one; build.rs fails on a member without one and on a comment that no member follows.
  */
 
 /*
  * Features: the kernel's sched_feat names. One u64 word, read on every decision; switched
  * live by `scx_sisutil features`. The description is `features`' help column; the order
- * is `features`' (the bits are the ABI).
+ * is `features`' (the bits are the ABI: a feature keeps its bit when features are added,
+ * so WA_WEIGHT, added after the five patches, is bit 8 while listed beside WA_IDLE_PREV).
  */
 enum sis_feature {
-	FEAT_SIS_UTIL		= 1ULL << 0,
 	/* Chen Yu 2022, SIS_UTIL: bound the LLC scan by nr_idle_scan, from the LLC's util sum */
-	FEAT_SIS_PROP		= 1ULL << 1,
+	FEAT_SIS_UTIL		= 1ULL << 0,
 	/* 6.6 fair.c: legacy scan depth from avg_idle / avg_scan_cost (min 4) */
-	FEAT_SIS_CORE		= 1ULL << 2,
+	FEAT_SIS_PROP		= 1ULL << 1,
 	/* fair.c: has_idle_cores hint, idle-core scan and idle SMT sibling of prev */
-	FEAT_WA_IDLE_PREV	= 1ULL << 3,
+	FEAT_SIS_CORE		= 1ULL << 2,
 	/* Julia Lawall 2020, check for idle core: wake_affine_idle returns prev when it is idle */
-	FEAT_WA_WEIGHT		= 1ULL << 8,
+	FEAT_WA_IDLE_PREV	= 1ULL << 3,
 	/* fair.c: wake_affine_weight compares this_cpu's and prev's utilization */
-	FEAT_TTWU_QUEUE_DESCHED	= 1ULL << 4,
+	FEAT_WA_WEIGHT		= 1ULL << 8,
 	/* Mel Gorman 2020, offload wakee activation: the wakee is still on its CPU when woken
 	 * (seen at sched_waking) and that CPU, in the waker's LLC, has nothing running: placed
 	 * there without a search */
-	FEAT_NEWIDLE_SKIP_IPI	= 1ULL << 5,
+	FEAT_TTWU_QUEUE_DESCHED	= 1ULL << 4,
 	/* K Prateek Nayak 2024, skip newidle_balance() on IPI: an idle CPU woken without being
 	 * asked to take work does not steal from other LLCs (its own LLC queue is still
 	 * served; the kernel skips the whole newidle balance) */
-	FEAT_KICK_SKIP_REDUNDANT = 1ULL << 6,
+	FEAT_NEWIDLE_SKIP_IPI	= 1ULL << 5,
 	/* Tim Chen 2024, skip unnecessary ILB flag updates: a CPU's kick-pending bit is read
 	 * before the atomic that sets it, and a CPU already asked is not asked again */
-	FEAT_SIS_SMALL_LLC	= 1ULL << 7,
+	FEAT_KICK_SKIP_REDUNDANT = 1ULL << 6,
 	/* SIS_UTIL review (K Prateek Nayak): for LLCs of <= 16 CPUs, depth * 32 / llc_weight */
-	FEAT_SIS_FIT		= 1ULL << 9,
+	FEAT_SIS_SMALL_LLC	= 1ULL << 7,
 	/* with SIS_UTIL: each LLC's depth is the measured depth_p95 of its utilization
 	 * (calibrate) */
-	FEAT_KICK_WRAP_NEXT	= 1ULL << 10,
+	FEAT_SIS_FIT		= 1ULL << 9,
 	/* Chen Yu's review of the ILB flag patch, not in the merged commit (off in every
 	 * preset): the kick search of the enqueuer's LLC starts at this_cpu+1, not at its
 	 * first CPU */
-	FEAT_WAKE_RESCUE	= 1ULL << 11,
+	FEAT_KICK_WRAP_NEXT	= 1ULL << 10,
 	/* not the kernel's (off in every preset): a task queued without an idle CPU found has
 	 * any idle CPU of the machine kicked at once to come and take it; off, only its CPU is
 	 * kicked and a busy CPU's tick kicks an idle one, as nohz_balancer_kick() does */
-	FEAT_LLC_SHARDS		= 1ULL << 12,
+	FEAT_WAKE_RESCUE	= 1ULL << 11,
 	/* not the kernel's (off in every preset): the LLC's queue in shards of k CPUs
 	 * (--shard-cpus), one LLC clock; a task queues in its CPU's shard and a CPU serves its
 	 * own shard, then the LLC's others in rotation, then steals (docs/DESIGN.md) */
+	FEAT_LLC_SHARDS		= 1ULL << 12,
 	FEAT_ALL		= (1ULL << 13) - 1,
 };
 
@@ -124,36 +125,36 @@ enum sis_feature {
  * unbounded presets: a preset with its depth bound removed, the full-scan reference.
  */
 enum sis_preset {
+	/* every patch on (the default) */
 	PRESET_PATCHED = FEAT_SIS_UTIL | FEAT_SIS_CORE | FEAT_WA_WEIGHT | FEAT_WA_IDLE_PREV |
 			 FEAT_TTWU_QUEUE_DESCHED | FEAT_NEWIDLE_SKIP_IPI | FEAT_KICK_SKIP_REDUNDANT,
-	/* every patch on (the default) */
-	PRESET_VANILLA = FEAT_SIS_PROP | FEAT_SIS_CORE | FEAT_WA_WEIGHT,
 	/* every patch off: the oldest baseline */
-	PRESET_TTWU_QUEUE_DESCHED_BASE = PRESET_VANILLA,
+	PRESET_VANILLA = FEAT_SIS_PROP | FEAT_SIS_CORE | FEAT_WA_WEIGHT,
 	/* v5.7-rc6 | Mel Gorman, "sched/core: Offload wakee task activation if the wakee is
 	 * descheduling" (2020-05, commit 2ebb17717550) */
+	PRESET_TTWU_QUEUE_DESCHED_BASE = PRESET_VANILLA,
 	PRESET_TTWU_QUEUE_DESCHED = PRESET_TTWU_QUEUE_DESCHED_BASE | FEAT_TTWU_QUEUE_DESCHED,
-	PRESET_WA_IDLE_PREV_BASE = PRESET_TTWU_QUEUE_DESCHED,
 	/* v5.9 | Julia Lawall, "sched/fair: check for idle core" (2020-10) */
+	PRESET_WA_IDLE_PREV_BASE = PRESET_TTWU_QUEUE_DESCHED,
 	PRESET_WA_IDLE_PREV = PRESET_WA_IDLE_PREV_BASE | FEAT_WA_IDLE_PREV,
-	PRESET_SIS_UTIL_BASE = PRESET_WA_IDLE_PREV,
 	/* v5.19-rc1 | Chen Yu, "sched/fair: Introduce SIS_UTIL to search idle CPU based on sum
 	 * of util_avg" (2022-06) */
+	PRESET_SIS_UTIL_BASE = PRESET_WA_IDLE_PREV,
 	PRESET_SIS_UTIL = (PRESET_SIS_UTIL_BASE | FEAT_SIS_UTIL) & ~FEAT_SIS_PROP,
-	PRESET_NEWIDLE_SKIP_IPI_BASE = PRESET_SIS_UTIL,
 	/* tip:sched/core sched-core-2024-01-08 (v6.8-rc; SIS_PROP removed in v6.7) | K Prateek
 	 * Nayak, "sched/fair: Skip newidle_balance() when an idle CPU is woken up to process
 	 * an IPI" (2024-01) */
+	PRESET_NEWIDLE_SKIP_IPI_BASE = PRESET_SIS_UTIL,
 	PRESET_NEWIDLE_SKIP_IPI = PRESET_NEWIDLE_SKIP_IPI_BASE | FEAT_NEWIDLE_SKIP_IPI,
-	PRESET_KICK_SKIP_REDUNDANT_BASE = PRESET_SIS_UTIL,
 	/* v6.8 | Tim Chen / Chen Yu, "sched/balance: Skip unnecessary updates to idle load
 	 * balancer's flags" (2024-06) */
+	PRESET_KICK_SKIP_REDUNDANT_BASE = PRESET_SIS_UTIL,
 	PRESET_KICK_SKIP_REDUNDANT = PRESET_KICK_SKIP_REDUNDANT_BASE | FEAT_KICK_SKIP_REDUNDANT,
-	PRESET_UNBOUNDED = PRESET_VANILLA & ~FEAT_SIS_PROP,
 	/* vanilla with no scan depth: select_idle_cpu scans the whole LLC */
-	PRESET_PATCHED_UNBOUNDED = PRESET_PATCHED & ~FEAT_SIS_UTIL,
+	PRESET_UNBOUNDED = PRESET_VANILLA & ~FEAT_SIS_PROP,
 	/* patched with no scan depth: the same wake path (the same wake-ups reach
 	 * select_idle_sibling), the whole LLC scanned */
+	PRESET_PATCHED_UNBOUNDED = PRESET_PATCHED & ~FEAT_SIS_UTIL,
 };
 
 /*
@@ -162,62 +163,62 @@ enum sis_preset {
  * `--help-stats`'.
  */
 enum sis_stat {
-	STAT_SEARCH,
 	/* select_cpu wake-up placements (select_idle_sibling calls) */
-	STAT_FAST,
+	STAT_SEARCH,
 	/* placed on target, prev or recent_used_cpu without a domain scan */
-	STAT_DOMAIN_SEARCH,
+	STAT_FAST,
 	/* searches past target/prev/recent: SMT sibling check + LLC scan (skipped ones included) */
-	STAT_DOMAIN_SCANNED,
+	STAT_DOMAIN_SEARCH,
 	/* CPUs examined by domain searches (SMT siblings, LLC scan) = scanned - search */
-	STAT_SCANNED,
+	STAT_DOMAIN_SCANNED,
 	/* runqueues scanned: 1 per search for target/prev/recent together, + domain_scanned */
-	STAT_FAILED,
+	STAT_SCANNED,
 	/* LLC scans that found no idle CPU (incl. skipped ones) */
-	STAT_CORE_SEARCH,
+	STAT_FAILED,
 	/* scans for a whole idle core (has_idle_cores set) */
-	STAT_CORE_FAILED,
+	STAT_CORE_SEARCH,
 	/* idle-core scans that found none (hint cleared) */
-	STAT_SCAN_SKIPPED,
+	STAT_CORE_FAILED,
 	/* scans not started: SIS_UTIL depth 0 (LLC overloaded) */
-	STAT_DEPTH_LIMITED,
+	STAT_SCAN_SKIPPED,
 	/* scans cut short by the depth (SIS_UTIL or SIS_PROP) */
-	STAT_WAKE_AFFINE,
+	STAT_DEPTH_LIMITED,
 	/* wake_affine moved the target to the waker's CPU */
-	STAT_RECENT,
+	STAT_WAKE_AFFINE,
 	/* recent_used_cpu chosen */
-	STAT_SMT,
+	STAT_RECENT,
 	/* idle SMT sibling of prev chosen (select_idle_smt) */
-	STAT_HIT_SIS_UTIL,
+	STAT_SMT,
 	/* SIS_UTIL hits: scans skipped or cut by nr_idle_scan */
-	STAT_HIT_SIS_PROP,
+	STAT_HIT_SIS_UTIL,
 	/* SIS_PROP hits: scans cut by the proportional depth */
-	STAT_HIT_SIS_CORE,
+	STAT_HIT_SIS_PROP,
 	/* SIS_CORE hits: whole idle cores found */
-	STAT_HIT_WA_IDLE_PREV,
+	STAT_HIT_SIS_CORE,
 	/* WA_IDLE_PREV hits: idle prev kept */
-	STAT_HIT_WA_WEIGHT,
+	STAT_HIT_WA_IDLE_PREV,
 	/* WA_WEIGHT hits: waker's CPU less loaded, chosen */
-	STAT_HIT_TTWU_QUEUE_DESCHED,
+	STAT_HIT_WA_WEIGHT,
 	/* TTWU_QUEUE_DESCHED hits: wakee placed on its descheduling CPU */
-	STAT_HIT_NEWIDLE_SKIP_IPI,
+	STAT_HIT_TTWU_QUEUE_DESCHED,
 	/* NEWIDLE_SKIP_IPI hits: idle CPU woken for nothing did not pull */
-	STAT_HIT_KICK_SKIP_REDUNDANT,
+	STAT_HIT_NEWIDLE_SKIP_IPI,
 	/* KICK_SKIP_REDUNDANT hits: kick-pending atomics skipped (the CPU was already asked) */
-	STAT_ENQUEUE,
+	STAT_HIT_KICK_SKIP_REDUNDANT,
 	/* tasks queued on an LLC DSQ */
-	STAT_DIRECT,
+	STAT_ENQUEUE,
 	/* tasks inserted straight into a CPU's local DSQ */
-	STAT_DISPATCH_LLC,
+	STAT_DIRECT,
 	/* dispatches from the CPU's own LLC DSQ */
-	STAT_STEAL,
+	STAT_DISPATCH_LLC,
 	/* dispatches pulled from another LLC */
-	STAT_KICK,
+	STAT_STEAL,
 	/* idle CPUs kicked for queued work */
-	STAT_KICK_ATOMIC,
+	STAT_KICK,
 	/* atomic writes to the kick-pending word */
-	STAT_KICK_SCANNED,
+	STAT_KICK_ATOMIC,
 	/* CPUs probed by the enqueue path's search for an idle CPU to kick */
+	STAT_KICK_SCANNED,
 	STAT_NR,
 };
 
