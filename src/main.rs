@@ -27,6 +27,7 @@ mod tools {
     pub mod cost;
     pub mod latency;
     pub mod plot;
+    pub mod safe_io;
     pub mod shadow;
 }
 

@@ -84,3 +84,25 @@ fn shadow_checks_fit_first() {
         assert!(!err.contains("panicked"), "{p:?}: {err}");
     }
 }
+
+/// Topologies whose CPU count wraps in 32 bits (64 x 2^26 = 2^32 was 0, and the allocation
+/// that followed aborted): one usage line, exit 2, no signal, before anything is measured.
+#[test]
+fn placement_cost_refuses_an_overflowing_topology() {
+    for t in [
+        "64x67108864",
+        "2x2147483648",
+        "3x1431655766",
+        "1x4294967295",
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_scx_sisutil"))
+            .args(["placement-cost", "--topologies", t])
+            .output()
+            .expect("running scx_sisutil");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{t}: {:?} {err}", o.status);
+        let first = err.lines().next().unwrap_or("");
+        assert!(first.contains("the machine at most 512"), "{t}: {err}");
+        assert!(!err.contains("panicked"), "{t}: {err}");
+    }
+}

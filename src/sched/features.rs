@@ -211,7 +211,8 @@ pub fn apply<S: AsRef<str>>(mut word: u64, names: &[S]) -> Result<u64> {
         };
         let Some(f) = FEATURES.iter().find(|f| f.name.eq_ignore_ascii_case(base)) else {
             bail!(
-                "unknown feature '{name}' (valid: {}; prefix NO_ to turn one off)",
+                "unknown feature '{}' (valid: {}; prefix NO_ to turn one off)",
+                crate::sched::stats::printable(name, 80),
                 valid_names()
             );
         };
