@@ -636,6 +636,7 @@ impl StatsConn {
     }
 
     /// One "stats" request: the report, as JSON (no way to stop it but its deadline).
+    #[cfg(test)]
     pub fn request(&mut self) -> std::result::Result<serde_json::Value, StatsError> {
         self.request_until(&|| false)
     }

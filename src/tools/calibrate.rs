@@ -160,7 +160,7 @@ fn check_report(r: &Report) -> Result<()> {
             && b.sis_util_depth <= w;
         if !depth_ok {
             bail!(
-                "{what}: depths (mean allowed {}, p95 {:?}, SIS_UTIL {}) beyond the LLC of {w} CPUs",
+                "{what}: depths (mean allowed {}, p95 {:?}, utilization-based {}) beyond the LLC of {w} CPUs",
                 b.mean_allowed_depth,
                 b.depth_p95,
                 b.sis_util_depth
