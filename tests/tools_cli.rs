@@ -235,3 +235,32 @@ fn sigterm_and_sighup_end_a_wait_for_statistics() {
         assert!(t.elapsed().as_secs() < 3, "signal {sig}: {:?}", t.elapsed());
     }
 }
+
+/// Help texts say what the tools do: `ab` computes no interval (the review found "a 95 %
+/// interval" promised), names its test and takes --stats-timeout; `features --restore` is
+/// listed and takes no feature names (a usage error, exit 2).
+#[test]
+fn help_texts_match_behaviour() {
+    let help = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_scx_sisutil"))
+            .args(args)
+            .output()
+            .unwrap();
+        // words, not lines: the help is wrapped to the terminal's width
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let top = help(&["--help"]);
+    let ab = help(&["ab", "--help"]);
+    for h in [&top, &ab] {
+        assert!(!h.contains("95 %") && !h.contains("% interval"), "{h}");
+    }
+    assert!(top.contains("rank-sum test"), "{top}");
+    assert!(ab.contains("--stats-timeout"), "{ab}");
+    assert!(help(&["features", "--help"]).contains("--restore"));
+    let o = Command::new(env!("CARGO_BIN_EXE_scx_sisutil"))
+        .args(["features", "--restore", "SIS_UTIL"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
