@@ -551,7 +551,8 @@ mod tests {
         let text = std::fs::read_to_string(&good).unwrap();
         let base = || -> Report { serde_json::from_str(text.lines().last().unwrap()).unwrap() };
         let bad = dir.path().join("bad.json");
-        let cases: Vec<(&str, Box<dyn Fn(&mut Report)>)> = vec![
+        type Change = Box<dyn Fn(&mut Report)>;
+        let cases: Vec<(&str, Change)> = vec![
             ("imbalance_pct 0 is not", Box::new(|r| r.imbalance_pct = 0)),
             (
                 "imbalance_pct 18446744073709551615",
