@@ -129,6 +129,8 @@ fn bench_refuses_a_foreign_or_symlinked_directory_and_a_fifo_log() {
         let t = std::time::Instant::now();
         let res = Command::new("timeout")
             .args([
+                "-k",
+                "5",
                 "30",
                 repo().join("tools/bench").to_str().unwrap(),
                 "--from-raw",

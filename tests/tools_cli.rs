@@ -171,8 +171,11 @@ fn monitor_ends_on_hostile_stats_servers_with_one_line() {
     cases.push(("/etc/passwd", "/etc/passwd".into(), "is not a socket"));
     for (name, path, want) in cases {
         let t = std::time::Instant::now();
+        // -k: a monitor that ignores the SIGTERM (no flag check) is killed, not waited on
         let o = Command::new("timeout")
             .args([
+                "-k",
+                "5",
                 "15",
                 env!("CARGO_BIN_EXE_scx_sisutil"),
                 "monitor",
