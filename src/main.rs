@@ -27,6 +27,7 @@ mod tools {
     pub mod cost;
     pub mod latency;
     pub mod plot;
+    pub mod safe_io;
     pub mod shadow;
 }
 
@@ -116,9 +117,14 @@ enum Cmd {
         /// running one, also its state there)
         #[arg(long)]
         json: bool,
+        /// Put back the features an `ab` that was killed left switched (its record of the
+        /// features it started from, in the pin directory)
+        #[arg(long, conflicts_with_all = ["json", "preset", "names"])]
+        restore: bool,
     },
     /// A/B two feature sets on the running scheduler: run CMD round after round, switching
-    /// live between rounds in ABBA order; medians, difference with a 95 % interval, verdict
+    /// live between rounds in ABBA order; medians, their difference in %, the exact
+    /// rank-sum test's p-value and a verdict at p <= 0.05
     Ab(tools::ab::AbOpts),
     /// Measure the LLC scan on the running scheduler: per utilization bucket, the depth the
     /// policy allowed against the distance to the nearest idle CPU (found, missed, wasted,
@@ -255,7 +261,8 @@ fn main() {
             names,
             preset,
             json,
-        }) => sched::features::features_main(&names, preset, json),
+            restore,
+        }) => sched::features::features_main(&names, preset, json, restore),
         Some(Cmd::Ab(o)) => shutdown_flag().and_then(|s| tools::ab::ab_main(&o, s)),
         Some(Cmd::Calibrate(o)) => {
             shutdown_flag().and_then(|s| tools::calibrate::calibrate_main(&o, &s))

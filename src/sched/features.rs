@@ -211,7 +211,8 @@ pub fn apply<S: AsRef<str>>(mut word: u64, names: &[S]) -> Result<u64> {
         };
         let Some(f) = FEATURES.iter().find(|f| f.name.eq_ignore_ascii_case(base)) else {
             bail!(
-                "unknown feature '{name}' (valid: {}; prefix NO_ to turn one off)",
+                "unknown feature '{}' (valid: {}; prefix NO_ to turn one off)",
+                crate::sched::stats::printable(name, 80),
                 valid_names()
             );
         };
@@ -422,6 +423,183 @@ pub fn write_live(word: u64) -> Result<()> {
         .context("writing the feature word")
 }
 
+/// The record `ab` keeps in the pin directory while it switches features (a pinned BPF
+/// array, 0600 like every pin: bpffs holds no regular file): the feature word in force
+/// before `ab` switched any, and the id of the feature map it switched. `ab` makes it
+/// before its first switch and removes it after restoring the word; one that is there when
+/// no `ab` runs was left by an `ab` that was killed (SIGKILL: no handler restored the
+/// word). `ab` and `features` name it, and `features --restore` writes its word back.
+/// A record whose map id is not the running scheduler's feature map predates a restart
+/// (which reset the features): it is stale, and removed.
+pub const AB_RECORD: &str = "ab_saved";
+const AB_RECORD_MAP: &str = "sis_ab_saved";
+
+/// What a record says (see [`AB_RECORD`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbRecord {
+    pub word: u64,
+    pub map_id: u32,
+}
+
+/// The directory fd's path for a name in it: pins are made, opened and removed through the
+/// checked directory, not its path.
+fn via_fd(fd: &std::fs::File, name: &str) -> String {
+    use std::os::fd::AsRawFd;
+    format!("/proc/self/fd/{}/{name}", fd.as_raw_fd())
+}
+
+fn checked_dir(dir: &Path) -> Result<std::fs::File> {
+    open_dir_checked(dir)?.with_context(|| {
+        format!(
+            "no running scx_sisutil found ({} does not exist): start it with `sudo scx_sisutil`",
+            dir.display()
+        )
+    })
+}
+
+/// The feature map in `dir`, checked, and its id.
+fn feature_map_at(dir: &Path) -> Result<(MapHandle, u32)> {
+    let map = open_pinned_at(dir)?;
+    check_foreign(&map)?;
+    let id = map.info().context("reading the feature map's id")?.info.id;
+    Ok((map, id))
+}
+
+/// The record in `dir`, if any, whatever its map id.
+fn read_record_raw(fd: &std::fs::File, dir: &Path) -> Result<Option<AbRecord>> {
+    let path = via_fd(fd, AB_RECORD);
+    if !Path::new(&path).exists() {
+        return Ok(None);
+    }
+    let shown = dir.join(AB_RECORD);
+    let map = MapHandle::from_pinned_path(&path)
+        .with_context(|| format!("cannot open {}", shown.display()))?;
+    if map.map_type() != libbpf_rs::MapType::Array
+        || map.key_size() != 4
+        || map.value_size() != 16
+        || map.name().to_str() != Some(AB_RECORD_MAP)
+    {
+        bail!(
+            "{} is not this build's record of a killed ab: remove it",
+            shown.display()
+        );
+    }
+    let v = map
+        .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .with_context(|| format!("reading {}", shown.display()))?
+        .with_context(|| format!("{} is empty", shown.display()))?;
+    let word = u64::from_ne_bytes(v[..8].try_into().expect("16-byte value"));
+    let id = u64::from_ne_bytes(v[8..16].try_into().expect("16-byte value"));
+    Ok(Some(AbRecord {
+        word,
+        map_id: id as u32,
+    }))
+}
+
+fn remove_record(fd: &std::fs::File, dir: &Path) -> Result<()> {
+    match std::fs::remove_file(via_fd(fd, AB_RECORD)) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing {}", dir.join(AB_RECORD).display())),
+    }
+}
+
+/// The record of a killed `ab` for the scheduler running with the feature map in `dir`;
+/// a stale one (another map's) is removed.
+pub fn left_by_killed_ab_at(dir: &Path) -> Result<Option<AbRecord>> {
+    let fd = checked_dir(dir)?;
+    let Some(r) = read_record_raw(&fd, dir)? else {
+        return Ok(None);
+    };
+    let (_, id) = feature_map_at(dir)?;
+    if r.map_id != id {
+        remove_record(&fd, dir)?;
+        return Ok(None);
+    }
+    Ok(Some(r))
+}
+
+/// The line that names what a killed `ab` left.
+pub fn killed_ab_line(r: &AbRecord, now: u64) -> String {
+    format!(
+        "an `ab` that was killed left the features switched: it started from {} (now {});          `scx_sisutil features --restore` puts them back",
+        describe_short(r.word),
+        describe_short(now)
+    )
+}
+
+/// The features a word turns on, space separated ("none" for 0).
+fn describe_short(word: u64) -> String {
+    let on = names_on(word);
+    if on.is_empty() {
+        "none".into()
+    } else {
+        on.join(" ")
+    }
+}
+
+/// `ab`'s start: refuse while a killed `ab`'s record stands (its word would be lost), then
+/// record `orig`, the word about to be switched away from.
+pub fn ab_record_at(dir: &Path, orig: u64) -> Result<()> {
+    if let Some(r) = left_by_killed_ab_at(dir)? {
+        bail!(killed_ab_line(&r, orig));
+    }
+    let fd = checked_dir(dir)?;
+    let (_, id) = feature_map_at(dir)?;
+    let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
+        sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
+        ..Default::default()
+    };
+    let mut map = MapHandle::create(
+        libbpf_rs::MapType::Array,
+        Some(AB_RECORD_MAP),
+        4,
+        16,
+        1,
+        &opts,
+    )
+    .context("creating the record of the features before ab")?;
+    let mut v = [0u8; 16];
+    v[..8].copy_from_slice(&orig.to_ne_bytes());
+    v[8..].copy_from_slice(&(id as u64).to_ne_bytes());
+    map.update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
+        .context("writing the record of the features before ab")?;
+    map.pin(via_fd(&fd, AB_RECORD))
+        .with_context(|| format!("pinning {}", dir.join(AB_RECORD).display()))
+}
+
+/// `ab`'s end, once the word is restored: the record goes.
+pub fn ab_unrecord_at(dir: &Path) -> Result<()> {
+    let fd = checked_dir(dir)?;
+    remove_record(&fd, dir)
+}
+
+/// `features --restore`: the word a killed `ab` started from, written back, and its record
+/// removed. Returns (the word before, the word restored), or None when there is no record.
+pub fn restore_at(dir: &Path) -> Result<Option<(u64, u64)>> {
+    let Some(r) = left_by_killed_ab_at(dir)? else {
+        return Ok(None);
+    };
+    let (map, _) = feature_map_at(dir)?;
+    let cur = read_word(&map)?;
+    map.update(&0u32.to_ne_bytes(), &r.word.to_ne_bytes(), MapFlags::ANY)
+        .context("writing the feature word")?;
+    ab_unrecord_at(dir)?;
+    Ok(Some((cur, r.word)))
+}
+
+fn read_word(map: &MapHandle) -> Result<u64> {
+    let v = map
+        .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .context("reading the feature word")?
+        .context("feature word missing")?;
+    let bytes: [u8; 8] = v
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .context("the feature word is not 8 bytes")?;
+    Ok(u64::from_ne_bytes(bytes))
+}
+
 /// The layout of what this build shares with a running instance, as 8 hex digits of an
 /// FNV-1a hash: every feature's name and bit, and the sizes of the pinned calibration
 /// record and the counters. The scheduler puts it in its ops name
@@ -531,7 +709,12 @@ fn features_json() -> Result<()> {
 }
 
 /// `scx_sisutil features [--json] [--preset P] [NAMES...]`
-pub fn features_main(names: &[String], preset: Option<Preset>, json: bool) -> Result<()> {
+pub fn features_main(
+    names: &[String],
+    preset: Option<Preset>,
+    json: bool,
+    restore: bool,
+) -> Result<()> {
     // names first: a typo gets its own line even without a running scheduler
     apply(0, names)?;
     if json {
@@ -540,14 +723,34 @@ pub fn features_main(names: &[String], preset: Option<Preset>, json: bool) -> Re
         }
         return features_json();
     }
+    if restore && (!names.is_empty() || preset.is_some()) {
+        bail!("--restore puts back what a killed `ab` switched; it takes no features or preset");
+    }
     let cur = read_live()?;
     check_running()?;
+    let dir = Path::new(PIN_DIR);
+    if restore {
+        match restore_at(dir)? {
+            None => println!("nothing to restore: no record of an `ab` that was killed"),
+            Some((cur, new)) => print_changes(cur, new),
+        }
+        return Ok(());
+    }
+    if let Some(r) = left_by_killed_ab_at(dir)? {
+        eprintln!("note: {}", killed_ab_line(&r, cur));
+    }
     if names.is_empty() && preset.is_none() {
         print!("{}", describe(cur));
         return Ok(());
     }
     let new = apply(preset.map_or(cur, self::preset), names)?;
     write_live(new)?;
+    print_changes(cur, new);
+    Ok(())
+}
+
+/// `X -> on|off` for every feature `new` switches against `cur` ("no change" when none).
+fn print_changes(cur: u64, new: u64) {
     for f in FEATURES {
         if (cur ^ new) & f.bit != 0 {
             println!(
@@ -560,12 +763,129 @@ pub fn features_main(names: &[String], preset: Option<Preset>, json: bool) -> Re
     if cur == new {
         println!("no change");
     }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bpffs of its own (the host's /sys/fs/bpf is left alone), unmounted on drop.
+    struct Bpffs(tempfile::TempDir);
+
+    impl Bpffs {
+        fn new() -> Bpffs {
+            let d = tempfile::Builder::new()
+                .prefix("bpffs-test-")
+                .tempdir_in("/tmp")
+                .unwrap();
+            let c = std::ffi::CString::new(d.path().to_str().unwrap()).unwrap();
+            // SAFETY: mount(2) of a bpf filesystem on our fresh directory (root)
+            let rc = unsafe {
+                libc::mount(
+                    c"bpf".as_ptr(),
+                    c.as_ptr(),
+                    c"bpf".as_ptr(),
+                    0,
+                    std::ptr::null(),
+                )
+            };
+            assert_eq!(rc, 0, "mount -t bpf: {}", std::io::Error::last_os_error());
+            Bpffs(d)
+        }
+    }
+
+    impl Drop for Bpffs {
+        fn drop(&mut self) {
+            let c = std::ffi::CString::new(self.0.path().to_str().unwrap()).unwrap();
+            // SAFETY: umount2(2) of the mount made in new()
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+
+    /// The scheduler's pin directory in `fs`, with a stand-in feature map (this build's
+    /// shape and name) holding `word`; the map is returned (it stays alive pinned anyway).
+    fn stand_in(fs: &Bpffs, word: u64) -> (std::path::PathBuf, MapHandle) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = fs.0.path().join("scx_sisutil");
+        if !dir.exists() {
+            std::fs::create_dir(&dir).unwrap();
+        }
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let _ = std::fs::remove_file(dir.join("features"));
+        let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
+            ..Default::default()
+        };
+        let mut m = MapHandle::create(
+            libbpf_rs::MapType::Array,
+            Some("sis_features"),
+            4,
+            8,
+            1,
+            &opts,
+        )
+        .unwrap();
+        m.update(&0u32.to_ne_bytes(), &word.to_ne_bytes(), MapFlags::ANY)
+            .unwrap();
+        m.pin(dir.join("features")).unwrap();
+        (dir, m)
+    }
+
+    fn word_at(dir: &Path) -> u64 {
+        read_word(&open_pinned_at(dir).unwrap()).unwrap()
+    }
+
+    /// A killed `ab`'s record, on the host with a pinned stand-in of the feature map (what
+    /// only a VM proves: the scheduler's own map, and `ab` itself killed by SIGKILL there).
+    /// ab records the word it started from (0600) before switching; killed (no unrecord),
+    /// the record names what it left, the next ab is refused in one line, and restore puts
+    /// the word back and removes the record. A record made for another feature map (the
+    /// scheduler restarted since) is stale: not named, removed.
+    #[test]
+    fn killed_ab_record_is_named_and_restored() {
+        use std::os::unix::fs::MetadataExt;
+        let fs = Bpffs::new();
+        let (a, b) = (preset(Preset::vanilla()), preset(Preset::patched()));
+        assert_ne!(a, b);
+        let (dir, _m) = stand_in(&fs, a);
+        assert_eq!(left_by_killed_ab_at(&dir).unwrap(), None);
+        assert_eq!(restore_at(&dir).unwrap(), None);
+        // ab starts: records a, switches to b ... and is killed
+        ab_record_at(&dir, a).unwrap();
+        let md = std::fs::metadata(dir.join(AB_RECORD)).unwrap();
+        assert_eq!(md.mode() & 0o777, 0o600, "{:o}", md.mode());
+        write_word_at(&dir, b);
+        let r = left_by_killed_ab_at(&dir)
+            .unwrap()
+            .expect("the killed ab's record");
+        assert_eq!(r.word, a);
+        let e = format!("{:#}", ab_record_at(&dir, b).unwrap_err());
+        assert!(e.contains("an `ab` that was killed left"), "{e}");
+        assert!(e.contains("features --restore"), "{e}");
+        assert_eq!(e.lines().count(), 1);
+        assert_eq!(restore_at(&dir).unwrap(), Some((b, a)));
+        assert_eq!(word_at(&dir), a);
+        assert!(!dir.join(AB_RECORD).exists());
+        assert_eq!(left_by_killed_ab_at(&dir).unwrap(), None);
+        // an ab that ends normally removes its record
+        ab_record_at(&dir, a).unwrap();
+        ab_unrecord_at(&dir).unwrap();
+        assert!(!dir.join(AB_RECORD).exists());
+        // stale: the scheduler restarted (a new feature map) after the ab was killed
+        ab_record_at(&dir, a).unwrap();
+        let (_, _m2) = stand_in(&fs, b);
+        assert_eq!(left_by_killed_ab_at(&dir).unwrap(), None);
+        assert!(!dir.join(AB_RECORD).exists());
+        assert_eq!(restore_at(&dir).unwrap(), None);
+        assert_eq!(word_at(&dir), b);
+    }
+
+    fn write_word_at(dir: &Path, word: u64) {
+        open_pinned_at(dir)
+            .unwrap()
+            .update(&0u32.to_ne_bytes(), &word.to_ne_bytes(), MapFlags::ANY)
+            .unwrap();
+    }
 
     /// The pin directory is checked through its fd: a symlink (even to a good directory),
     /// a file, a directory of another user or one others can write are each named; the

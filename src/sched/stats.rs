@@ -7,7 +7,7 @@ use scx_stats::prelude::*;
 use scx_stats_derive::{stat_doc, Stats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -114,6 +114,24 @@ pub struct LlcMetrics {
     #[stat(desc = "success_rate%")]
     pub success_rate: f64,
 }
+
+/// `s` for a terminal or a file: at most `max` characters, each control character (ESC,
+/// CR, LF, DEL, C1, ...) replaced by '?'. Strings from a report or a stats server are
+/// printed through this: an escape sequence in them is not the terminal's to run.
+pub fn printable(s: &str, max: usize) -> String {
+    let mut out: String = s
+        .chars()
+        .take(max)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if s.chars().nth(max).is_some() {
+        out.push_str("...");
+    }
+    out
+}
+
+/// The longest features string printed, characters (every feature spelled is under 300).
+const MAX_FEATURES_SHOWN: usize = 1000;
 
 /// 100 * num / den, 0 when den is 0.
 pub fn pct(num: u64, den: u64) -> f64 {
@@ -334,7 +352,11 @@ impl Metrics {
     }
 
     pub fn format<W: Write>(&self, w: &mut W) -> Result<()> {
-        writeln!(w, "features: {}", self.features)?;
+        writeln!(
+            w,
+            "features: {}",
+            printable(&self.features, MAX_FEATURES_SHOWN)
+        )?;
         writeln!(
             w,
             "SIS  search {:>8} fast {:>8} dom_search {:>7} dom_scanned {:>8} scanned {:>8} failed {:>6} skipped {:>6} kick_scanned {:>6}",
@@ -383,7 +405,7 @@ impl Metrics {
             writeln!(
                 w,
                 "{:>5} {:>6} {:>6.1} {:>6} {:>8} {:>8} {:>10} {:>11} {:>9.3}",
-                k,
+                printable(k, 20),
                 l.weight,
                 l.util_pct,
                 l.nr_idle_scan,
@@ -534,12 +556,14 @@ impl Default for StatsConnOpts {
 }
 
 /// Why a stats request failed: the server went away (a restart: connect again), did not
-/// answer within the wait, or answered something that is not a stats report.
+/// answer within the wait, answered something that is not a stats report, or the tool was
+/// told to stop while it waited.
 #[derive(Debug)]
 pub enum StatsError {
     Closed,
     NoAnswer(Duration),
     Garbled(String),
+    Interrupted,
 }
 
 impl std::fmt::Display for StatsError {
@@ -555,6 +579,7 @@ impl std::fmt::Display for StatsError {
                 f,
                 "the stats server answered something that is not scx_sisutil's statistics ({why})"
             ),
+            StatsError::Interrupted => write!(f, "interrupted"),
         }
     }
 }
@@ -564,14 +589,20 @@ impl std::error::Error for StatsError {}
 /// Longest answer line read (a server that streams without a newline is not ours).
 const MAX_ANSWER: usize = 64 << 20;
 
+/// The longest single read: the shutdown flag and the answer's deadline are checked
+/// between reads, so Ctrl-C ends a wait within about this.
+const READ_STEP: Duration = Duration::from_millis(100);
+
 /// One connection to a stats server (scx_stats' protocol: a JSON request per line, a JSON
 /// response per line; every "stats" request on a connection answers the counters since the
 /// previous one). Unlike scx_stats' client, a read that times out is retried on the same
-/// connection, where the late answer arrives, up to `wait` in all: a new connection would
-/// open a new delta window and a new request would read the old answer.
+/// connection, where the late answer arrives: a new connection would open a new delta
+/// window and a new request would read the old answer. The whole answer has one deadline,
+/// `wait` from the request: a server that trickles a byte at a time does not extend it.
 pub struct StatsConn {
     stream: UnixStream,
-    reader: BufReader<UnixStream>,
+    /// bytes read past the last answer's newline
+    pending: Vec<u8>,
     wait: Duration,
     /// who prints the line that says it is waiting ("monitor", "ab")
     who: &'static str,
@@ -580,24 +611,42 @@ pub struct StatsConn {
 
 impl StatsConn {
     pub fn connect(opts: &StatsConnOpts, who: &'static str) -> std::io::Result<Self> {
+        // connect(2) to what is not a socket is ECONNREFUSED, read as "no scheduler yet"
+        // (and waited for): such a path is named at once instead
+        use std::os::unix::fs::FileTypeExt;
+        if let Ok(m) = std::fs::metadata(&opts.stats_socket) {
+            if !m.file_type().is_socket() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "not a socket",
+                ));
+            }
+        }
         let stream = UnixStream::connect(&opts.stats_socket)?;
         let wait = Duration::from_secs_f64(opts.stats_timeout);
-        // a few reads per wait: the line about a late answer comes before the end of it
-        let step = (wait / 3).clamp(Duration::from_millis(100), Duration::from_secs(5));
-        stream.set_read_timeout(Some(step))?;
+        stream.set_read_timeout(Some(READ_STEP))?;
         stream.set_write_timeout(Some(wait))?;
-        let reader = BufReader::new(stream.try_clone()?);
         Ok(StatsConn {
             stream,
-            reader,
+            pending: vec![],
             wait,
             who,
             said: false,
         })
     }
 
-    /// One "stats" request: the report, as JSON.
+    /// One "stats" request: the report, as JSON (no way to stop it but its deadline).
+    #[cfg(test)]
     pub fn request(&mut self) -> std::result::Result<serde_json::Value, StatsError> {
+        self.request_until(&|| false)
+    }
+
+    /// One "stats" request: the report, as JSON; Interrupted as soon as `shutdown` is true
+    /// (checked every READ_STEP), NoAnswer when the whole line has not come within `wait`.
+    pub fn request_until(
+        &mut self,
+        shutdown: &dyn Fn() -> bool,
+    ) -> std::result::Result<serde_json::Value, StatsError> {
         let req = serde_json::to_string(&StatsRequest::new("stats", vec![]))
             .map_err(|e| StatsError::Garbled(e.to_string()))?
             + "\n";
@@ -610,45 +659,56 @@ impl StatsConn {
                 _ => StatsError::Closed,
             })?;
         let start = Instant::now();
-        let mut line = vec![];
+        let deadline = start + self.wait;
+        // a third of the wait (at most 5 s) before the line that says it is waiting
+        let say_after = (self.wait / 3).min(Duration::from_secs(5));
+        let mut line = std::mem::take(&mut self.pending);
+        let mut buf = vec![0u8; 64 << 10];
         loop {
-            let room = (MAX_ANSWER - line.len()) as u64;
-            match (&mut self.reader).take(room).read_until(b'\n', &mut line) {
-                Ok(0) if line.is_empty() => return Err(StatsError::Closed),
-                Ok(_) if line.ends_with(b"\n") => break,
-                Ok(_) if line.len() >= MAX_ANSWER => {
-                    return Err(StatsError::Garbled(format!(
-                        "no end of line in {MAX_ANSWER} bytes"
-                    )))
-                }
-                // the connection closed in the middle of a line
-                Ok(_) => return Err(StatsError::Closed),
+            if let Some(nl) = line.iter().position(|&b| b == b'\n') {
+                self.pending = line.split_off(nl + 1);
+                break;
+            }
+            if line.len() >= MAX_ANSWER {
+                return Err(StatsError::Garbled(format!(
+                    "no end of line in {MAX_ANSWER} bytes"
+                )));
+            }
+            if shutdown() {
+                return Err(StatsError::Interrupted);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(StatsError::NoAnswer(self.wait));
+            }
+            if !self.said && now - start >= say_after {
+                eprintln!(
+                    "{}: the stats server has not answered in {:.1} s (a busy machine?): waiting up to {:.0} s",
+                    self.who,
+                    (now - start).as_secs_f64(),
+                    self.wait.as_secs_f64()
+                );
+                self.said = true;
+            }
+            let step = READ_STEP.min(deadline - now).max(Duration::from_millis(1));
+            let _ = self.stream.set_read_timeout(Some(step));
+            let room = (MAX_ANSWER - line.len()).min(buf.len());
+            match self.stream.read(&mut buf[..room]) {
+                // closed: before the answer, or in the middle of its line
+                Ok(0) => return Err(StatsError::Closed),
+                Ok(n) => line.extend_from_slice(&buf[..n]),
                 Err(e)
                     if matches!(
                         e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    let waited = start.elapsed();
-                    if waited >= self.wait {
-                        return Err(StatsError::NoAnswer(self.wait));
-                    }
-                    if !self.said {
-                        eprintln!(
-                            "{}: the stats server has not answered in {:.1} s (a busy machine?): waiting up to {:.0} s",
-                            self.who,
-                            waited.as_secs_f64(),
-                            self.wait.as_secs_f64()
-                        );
-                        self.said = true;
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
+                    ) => {}
                 Err(_) => return Err(StatsError::Closed),
             }
         }
         let text = String::from_utf8_lossy(&line);
-        let short: String = text.trim().chars().take(80).collect();
+        let short = printable(text.trim(), 80);
         let mut resp: StatsResponse = serde_json::from_str(&text)
             .map_err(|e| StatsError::Garbled(format!("{e}: '{short}'")))?;
         let v = resp.args.remove("resp").unwrap_or(serde_json::Value::Null);
@@ -700,6 +760,13 @@ fn sleep_unless(shutdown: &dyn Fn() -> bool, d: Duration) {
     }
 }
 
+fn not_a_socket(opts: &StatsConnOpts) -> String {
+    format!(
+        "{} is not a socket: no stats server can be there (--stats-socket names the scheduler's, default {STATS_SOCKET})",
+        opts.stats_socket.display()
+    )
+}
+
 /// Connect to the running scheduler's stats socket, waiting while none runs (backing off
 /// from RETRY_FIRST to RETRY_MAX between attempts).
 fn connect(opts: &StatsConnOpts, shutdown: &dyn Fn() -> bool) -> Result<Option<StatsConn>> {
@@ -727,6 +794,7 @@ fn connect(opts: &StatsConnOpts, shutdown: &dyn Fn() -> bool) -> Result<Option<S
                     std::io::ErrorKind::PermissionDenied => {
                         bail!("reading scx_sisutil statistics needs root (the stats socket is root-only)")
                     }
+                    std::io::ErrorKind::InvalidInput => bail!(not_a_socket(opts)),
                     _ => bail!("connecting to {}: {e}", opts.stats_socket.display()),
                 }
             }
@@ -749,6 +817,7 @@ pub fn connect_once(opts: &StatsConnOpts, who: &'static str) -> Result<StatsConn
             std::io::ErrorKind::PermissionDenied => {
                 bail!("reading scx_sisutil statistics needs root (the stats socket is root-only)")
             }
+            std::io::ErrorKind::InvalidInput => bail!(not_a_socket(opts)),
             _ => bail!("connecting to {path}: {e}"),
         },
     }
@@ -765,19 +834,33 @@ fn foreign_server() -> Result<()> {
     Ok(())
 }
 
-/// One report from `client`: None when the server went away (connect again); an error,
-/// one line, when it did not answer in time or answered what is not a report.
-fn read_report(client: &mut StatsConn, path: &std::path::Path) -> Result<Option<Metrics>> {
-    let v = match client.request() {
+/// What one request of `monitor` gave.
+enum Answer {
+    Report(Box<Metrics>),
+    /// the server closed the connection (connect again)
+    Closed,
+    /// the shutdown flag turned true while it waited
+    Interrupted,
+}
+
+/// One report from `client`; an error, one line, when it did not answer in time or
+/// answered what is not a report.
+fn read_report(
+    client: &mut StatsConn,
+    path: &std::path::Path,
+    shutdown: &dyn Fn() -> bool,
+) -> Result<Answer> {
+    let v = match client.request_until(shutdown) {
         Ok(v) => v,
-        Err(StatsError::Closed) => return Ok(None),
+        Err(StatsError::Closed) => return Ok(Answer::Closed),
+        Err(StatsError::Interrupted) => return Ok(Answer::Interrupted),
         Err(e) => {
             foreign_server()?;
             bail!("{}: {e}", path.display());
         }
     };
     match serde_json::from_value::<Metrics>(v) {
-        Ok(m) => Ok(Some(m)),
+        Ok(m) => Ok(Answer::Report(Box::new(m))),
         Err(e) => {
             foreign_server()?;
             bail!("{}: {}", path.display(), StatsError::Garbled(e.to_string()));
@@ -785,26 +868,47 @@ fn read_report(client: &mut StatsConn, path: &std::path::Path) -> Result<Option<
     }
 }
 
-/// Print a report every interval. A server that goes away is waited for (one line says
-/// so); one that does not answer within --stats-timeout, or answers what is not a report,
-/// ends this with one line.
+/// Connections in a row that a server may close before answering, within one
+/// --stats-timeout, before `monitor` gives up on it (a restarting scheduler removes its
+/// socket: that is waited for, not counted).
+const CLOSED_TRIES: u32 = 5;
+
+/// Print a report every interval. A scheduler that is not running or went away is waited
+/// for (one line says so); a server that does not answer within --stats-timeout (one
+/// deadline for the whole answer), answers what is not a report, or closes CLOSED_TRIES
+/// connections in a row before answering (within one --stats-timeout) ends this with one
+/// line. The shutdown flag is checked while waiting for an answer too.
 pub fn monitor(opts: &MonitorOpts, shutdown: &dyn Fn() -> bool) -> Result<()> {
     let intv = Duration::from_secs_f64(opts.interval);
     let path = opts.conn.stats_socket.as_path();
+    let wait = Duration::from_secs_f64(opts.conn.stats_timeout);
     let mut printed = 0u64;
-    let mut said_closed = false;
+    // connections closed before their first answer: how many, since when
+    let mut closed: Option<(u32, Instant)> = None;
     'outer: while opts.count.is_none_or(|c| printed < c) {
         let Some(mut client) = connect(&opts.conn, shutdown)? else {
             break;
         };
         // the first request opens the delta window
-        if read_report(&mut client, path)?.is_none() {
-            if !said_closed {
-                eprintln!("the stats server closed the connection at once; trying again...");
-                said_closed = true;
+        match read_report(&mut client, path, shutdown)? {
+            Answer::Report(_) => closed = None,
+            Answer::Interrupted => break,
+            Answer::Closed => {
+                let (n, first) = closed.get_or_insert((0, Instant::now()));
+                *n += 1;
+                if *n >= CLOSED_TRIES || first.elapsed() >= wait {
+                    bail!(
+                        "{}: the stats server closed {n} connections in a row before answering ({:.1} s): not a working stats server",
+                        path.display(),
+                        first.elapsed().as_secs_f64()
+                    );
+                }
+                if *n == 1 {
+                    eprintln!("the stats server closed the connection at once; trying again...");
+                }
+                sleep_unless(shutdown, RETRY_FIRST);
+                continue;
             }
-            sleep_unless(shutdown, RETRY_FIRST);
-            continue;
         }
         loop {
             let deadline = Instant::now() + intv;
@@ -814,9 +918,13 @@ pub fn monitor(opts: &MonitorOpts, shutdown: &dyn Fn() -> bool) -> Result<()> {
                 }
                 std::thread::sleep(Duration::from_millis(20).min(intv));
             }
-            let Some(m) = read_report(&mut client, path)? else {
-                eprintln!("scx_sisutil went away; waiting for it to come back...");
-                continue 'outer;
+            let m = match read_report(&mut client, path, shutdown)? {
+                Answer::Report(m) => m,
+                Answer::Interrupted => break 'outer,
+                Answer::Closed => {
+                    eprintln!("scx_sisutil went away; waiting for it to come back...");
+                    continue 'outer;
+                }
             };
             if opts.json {
                 println!("{}", serde_json::to_string(&m)?);
@@ -1098,28 +1206,25 @@ mod tests {
 
     /// A fake stats server on a private socket: answers each request line with `answer`
     /// after `delay` (None: reads requests and never answers).
-    fn fake_server(answer: Option<String>, delay: Duration) -> (tempfile::TempDir, StatsConnOpts) {
-        let dir = tempfile::tempdir().unwrap();
+    /// A stats server on a Unix socket in a private (0700) temporary directory: `serve`
+    /// handles each connection in a thread of its own.
+    fn fake_server_with(
+        serve: impl Fn(std::os::unix::net::UnixStream) + Send + Sync + 'static,
+    ) -> (tempfile::TempDir, StatsConnOpts) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("stats-test-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .unwrap();
         let path = dir.path().join("stats");
         let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let serve = std::sync::Arc::new(serve);
         std::thread::spawn(move || {
             for conn in l.incoming() {
                 let Ok(conn) = conn else { return };
-                let answer = answer.clone();
-                std::thread::spawn(move || {
-                    let mut w = conn.try_clone().unwrap();
-                    let mut r = BufReader::new(conn);
-                    let mut line = String::new();
-                    while r.read_line(&mut line).is_ok_and(|n| n > 0) {
-                        line.clear();
-                        std::thread::sleep(delay);
-                        if let Some(a) = &answer {
-                            if w.write_all(a.as_bytes()).is_err() {
-                                return;
-                            }
-                        }
-                    }
-                });
+                let serve = serve.clone();
+                std::thread::spawn(move || serve(conn));
             }
         });
         let opts = StatsConnOpts {
@@ -1127,6 +1232,25 @@ mod tests {
             stats_timeout: 1.5,
         };
         (dir, opts)
+    }
+
+    /// A server that answers each request line with `answer` after `delay` (None: never).
+    fn fake_server(answer: Option<String>, delay: Duration) -> (tempfile::TempDir, StatsConnOpts) {
+        use std::io::{BufRead, BufReader};
+        fake_server_with(move |conn| {
+            let mut w = conn.try_clone().unwrap();
+            let mut r = BufReader::new(conn);
+            let mut line = String::new();
+            while r.read_line(&mut line).is_ok_and(|n| n > 0) {
+                line.clear();
+                std::thread::sleep(delay);
+                if let Some(a) = &answer {
+                    if w.write_all(a.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            }
+        })
     }
 
     fn report_line() -> String {
@@ -1203,6 +1327,114 @@ mod tests {
             let v = c.request().expect("a late answer");
             assert_eq!(v["features"], "SIS_UTIL");
         }
+    }
+
+    /// The review's trickling server (a byte every 0.2 s, never a newline: each read
+    /// returned before its timeout, and the old client waited forever): one deadline for
+    /// the whole answer ends monitor after --stats-timeout (1.5 s), one line. 4 s of margin
+    /// on a loaded host; a client without the deadline never returns (10 s limit).
+    #[test]
+    fn monitor_gives_up_on_a_trickling_server() {
+        let (_d, conn) = fake_server_with(|mut conn| {
+            let mut req = [0u8; 256];
+            let _ = conn.read(&mut req);
+            let _ = conn.write_all(b"{");
+            while conn.write_all(b" ").is_ok() {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        let t = Instant::now();
+        let e = monitor_within(conn, Duration::from_secs(10))
+            .expect("monitor hangs on a trickling server")
+            .unwrap_err();
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("no answer from the stats server in 1.5 s"),
+            "{e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    }
+
+    /// A server that accepts and closes at once (the old monitor retried forever): after
+    /// CLOSED_TRIES connections, about CLOSED_TRIES * RETRY_FIRST = 1.25 s, one line.
+    #[test]
+    fn monitor_gives_up_on_a_closing_server() {
+        let (_d, conn) = fake_server_with(drop);
+        let t = Instant::now();
+        let e = monitor_within(conn, Duration::from_secs(10))
+            .expect("monitor retries a closing server forever")
+            .unwrap_err();
+        let e = format!("{e:#}");
+        assert!(e.contains("closed 5 connections in a row"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    }
+
+    /// Ctrl-C while waiting for an answer (a silent server, a 60 s --stats-timeout): the
+    /// flag is checked inside the read loop, and monitor returns within READ_STEP (100 ms;
+    /// 2 s of margin), not at the timeout.
+    #[test]
+    fn shutdown_ends_a_wait_for_an_answer() {
+        let (_d, mut conn) = fake_server(None, Duration::ZERO);
+        conn.stats_timeout = 60.0;
+        let opts = MonitorOpts {
+            interval: 0.05,
+            count: Some(1),
+            json: true,
+            conn,
+        };
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let s = stop.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(monitor(&opts, &|| {
+                s.load(std::sync::atomic::Ordering::Relaxed)
+            }));
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        let t = Instant::now();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("monitor waits out its timeout after Ctrl-C")
+            .expect("an interrupted monitor ends without an error");
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    }
+
+    /// A --stats-socket that is not a socket (connect(2) says ECONNREFUSED, read as "not
+    /// started yet" and waited for) is named at once: a regular file, a directory.
+    #[test]
+    fn a_path_that_is_not_a_socket_is_refused_at_once() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("passwd");
+        std::fs::write(&f, "root:x:0:0\n").unwrap();
+        for p in [f, d.path().to_path_buf()] {
+            let conn = StatsConnOpts {
+                stats_socket: p.clone(),
+                stats_timeout: 1.5,
+            };
+            let e = monitor_within(conn.clone(), Duration::from_secs(5))
+                .expect("monitor waits on a path that is not a socket")
+                .unwrap_err();
+            let e = format!("{e:#}");
+            assert!(e.contains("is not a socket"), "{p:?}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+            let e = format!("{:#}", connect_once(&conn, "ab").err().unwrap());
+            assert!(e.contains("is not a socket"), "{p:?}: {e}");
+        }
+    }
+
+    /// A report's features string is printed without its control characters.
+    #[test]
+    fn features_printed_without_escapes() {
+        let m = Metrics::new("SIS_UTIL\u{1b}]0;pwned\u{7}\r\nfake".into(), &[]);
+        let mut out = vec![];
+        m.format(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let first = text.lines().next().unwrap();
+        assert_eq!(first, "features: SIS_UTIL?]0;pwned???fake");
+        assert!(!text.contains('\u{1b}') && !text.contains('\r'));
+        assert_eq!(printable(&"x".repeat(10), 4), "xxxx...");
     }
 
     #[test]

@@ -47,7 +47,16 @@ impl TopoDesc {
     /// numbered thread-major within a core, LLCs split over `nodes`.
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn synthetic(nr_llcs: usize, cores: usize, threads: usize, nodes: usize) -> Self {
-        let mut cpus = vec![];
+        // the product checked before anything is allocated: callers bound each factor
+        // (placement-cost's --topologies, shadow's tests), and a product past MAX_CPUS or
+        // one that wraps is their bug, not a machine
+        let nr = Self::synthetic_cpus(nr_llcs, cores, threads);
+        assert!(
+            nr.is_some(),
+            "synthetic topology {nr_llcs}x{cores}x{threads}: more than {} CPUs",
+            bpf_intf::sis_consts_MAX_CPUS
+        );
+        let mut cpus = Vec::with_capacity(nr.unwrap_or(0));
         for l in 0..nr_llcs {
             for c in 0..cores {
                 for t in 0..threads {
@@ -61,6 +70,15 @@ impl TopoDesc {
             }
         }
         TopoDesc { cpus }
+    }
+
+    /// CPUs of a synthetic `nr_llcs` × `cores` × `threads` machine: None when the product
+    /// wraps or passes MAX_CPUS.
+    pub fn synthetic_cpus(nr_llcs: usize, cores: usize, threads: usize) -> Option<usize> {
+        nr_llcs
+            .checked_mul(cores)?
+            .checked_mul(threads)
+            .filter(|&n| n <= bpf_intf::sis_consts_MAX_CPUS as usize)
     }
 
     /// LLC index (dense, in order of the kernel's LLC ids) → its CPUs, ascending.
@@ -176,6 +194,15 @@ pub unsafe fn copy_same_c_type<T, U>(src: &T, dst: &mut U) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The synthetic machine's product is checked, not wrapped: 2^32 CPUs in u32 was 0.
+    #[test]
+    fn synthetic_product_checked() {
+        assert_eq!(TopoDesc::synthetic_cpus(64, 8, 1), Some(512));
+        assert_eq!(TopoDesc::synthetic_cpus(64, 8, 2), None);
+        assert_eq!(TopoDesc::synthetic_cpus(2, usize::MAX / 2 + 1, 1), None);
+        assert_eq!(TopoDesc::synthetic_cpus(64, 1 << 26, 1), None);
+    }
 
     #[test]
     fn two_llcs_with_smt() {

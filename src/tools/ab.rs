@@ -10,8 +10,11 @@
 //! Wilcoxon-Mann-Whitney rank-sum test over every split of the rounds into two sides gives
 //! p <= 0.05 (ties get mid-ranks and the exact conditional distribution): at most 5 % false
 //! positives at any round count, so counts where no split can reach 5 % (under 8 rounds) are
-//! refused. The original feature word is restored at the end, on an error and on Ctrl-C; on
-//! Ctrl-C, CMD's whole process group is ended.
+//! refused. The original feature word is restored at the end, on an error and on Ctrl-C,
+//! SIGTERM or SIGHUP (CMD's whole process group is then ended); while `ab` runs, the word it
+//! started from is recorded in the pin directory (features::AB_RECORD), so that after an
+//! `ab` killed outright (SIGKILL) the next `ab` or `features` names what it left and
+//! `features --restore` puts it back.
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -51,6 +54,8 @@ pub struct AbOpts {
     /// One JSON object instead of the table
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub conn: crate::sched::stats::StatsConnOpts,
     /// The command to run each round (after `--`)
     #[arg(last = true, required = true)]
     pub cmd: Vec<String>,
@@ -407,13 +412,20 @@ pub fn ab_main(opts: &AbOpts, shutdown: Arc<AtomicBool>) -> Result<()> {
             features::to_words(words[0]).join(" ")
         );
     }
-    let mut client =
-        crate::sched::stats::connect_once(&crate::sched::stats::StatsConnOpts::default(), "ab")?;
+    let mut client = crate::sched::stats::connect_once(&opts.conn, "ab")?;
+    // before the first switch: what to put back if this ab is killed outright
+    let pins = std::path::Path::new(features::PIN_DIR);
+    features::ab_record_at(pins, orig)?;
     let res = rounds(opts, &words, re.as_ref(), &mut client, &shutdown);
     // whatever happened, the scheduler goes back to what it ran with
     let restored = features::write_live(orig);
+    if restored.is_ok() {
+        features::ab_unrecord_at(pins)?;
+    }
     let per_round = res?;
-    restored.context("restoring the original features")?;
+    restored.context(
+        "restoring the original features (`scx_sisutil features --restore` tries again)",
+    )?;
 
     let vals = |s: &str| -> Vec<f64> {
         per_round
@@ -498,6 +510,19 @@ pub fn ab_main(opts: &AbOpts, shutdown: Arc<AtomicBool>) -> Result<()> {
     Ok(())
 }
 
+/// One stats report; Ctrl-C, SIGTERM or SIGHUP end the wait for it.
+fn stats_of(
+    client: &mut crate::sched::stats::StatsConn,
+    shutdown: &AtomicBool,
+) -> Result<serde_json::Value> {
+    use crate::sched::stats::StatsError;
+    match client.request_until(&|| shutdown.load(Ordering::Relaxed)) {
+        Ok(v) => Ok(v),
+        Err(StatsError::Interrupted) => bail!("interrupted"),
+        Err(e) => Err(e).context("reading statistics (did scx_sisutil exit?)"),
+    }
+}
+
 fn rounds(
     opts: &AbOpts,
     words: &[u64; 2],
@@ -512,15 +537,19 @@ fn rounds(
         }
         let side = side_of(round);
         features::write_live(words[side])?;
-        std::thread::sleep(Duration::from_secs_f64(opts.settle));
+        let settled = Instant::now() + Duration::from_secs_f64(opts.settle);
+        while Instant::now() < settled {
+            if shutdown.load(Ordering::Relaxed) {
+                bail!("interrupted");
+            }
+            std::thread::sleep(
+                Duration::from_millis(20).min(settled.saturating_duration_since(Instant::now())),
+            );
+        }
         // opens this client's delta window: the next report covers the round alone
-        client
-            .request()
-            .context("reading statistics (did scx_sisutil exit?)")?;
+        stats_of(client, shutdown)?;
         let (wall, text, rc) = run_cmd(&opts.cmd, shutdown)?;
-        let stats = client
-            .request()
-            .context("reading statistics (did scx_sisutil exit?)")?;
+        let stats = stats_of(client, shutdown)?;
         if rc != 0 {
             let tail: Vec<&str> = text.lines().rev().take(5).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();

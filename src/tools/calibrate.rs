@@ -77,38 +77,97 @@ fn default_imbalance_pct() -> u64 {
 }
 
 /// The last report of a `--json` run in `path` (`opt`: the option that named it, for the
-/// error). Opened without following a symlink (as root, nothing the path points to is
-/// trusted); a file that is not one, or is not a report, is one error.
+/// error), read by tools::safe_io::read_input (as root, nothing the path points to is
+/// trusted: no symlink followed, no FIFO waited on, a regular file of at most 64 MiB), and
+/// checked by [`check_report`]. Whatever is wrong is one error.
 fn read_report(path: &Path, opt: &str) -> Result<Report> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut text = String::new();
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .and_then(|f| {
-            if f.metadata()?.is_file() {
-                Ok(f)
-            } else {
-                Err(std::io::Error::other("not a regular file"))
-            }
-        })
-        .and_then(|mut f| f.read_to_string(&mut text))
-        .with_context(|| format!("{opt}: reading {}", path.display()))?;
+    let bytes = crate::tools::safe_io::read_input(path, opt)?;
+    let text = String::from_utf8_lossy(&bytes);
     let Some(line) = text.lines().rev().find(|l| !l.trim().is_empty()) else {
         bail!("{opt}: {} holds no report", path.display());
     };
     let r: Report = serde_json::from_str(line)
         .with_context(|| format!("{opt}: {} is not a calibrate --json report", path.display()))?;
+    check_report(&r).with_context(|| format!("{opt}: {}", path.display()))?;
+    Ok(r)
+}
+
+/// A report's values within what a machine can give (a hand-made or corrupt file is one
+/// error, not a plot of nonsense): this build's bucket count and bounds; imbalance_pct
+/// 100..=200 (the loader's range); 1..=MAX_LLCS LLC weights of 1..=MAX_CPUS each; a
+/// positive finite interval; per bucket, found + missed + no idle = wake-ups (checked
+/// sums: no overflow passes), and the depths (mean allowed, p95, SIS_UTIL's) at most the
+/// largest LLC; the features known names.
+fn check_report(r: &Report) -> Result<()> {
+    const MAX_CPUS: u64 = crate::bpf_intf::sis_consts_MAX_CPUS as u64;
     if r.buckets.len() != BUCKETS {
         bail!(
-            "{opt}: {} has {} buckets, not {BUCKETS}: not this build's report",
-            path.display(),
+            "{} buckets, not {BUCKETS}: not this build's report",
             r.buckets.len()
         );
     }
-    Ok(r)
+    if !(100..=200).contains(&r.imbalance_pct) {
+        bail!("imbalance_pct {} is not 100..=200", r.imbalance_pct);
+    }
+    if r.llc_weights.is_empty()
+        || r.llc_weights.len() > MAX_LLCS
+        || r.llc_weights.iter().any(|w| !(1..=MAX_CPUS).contains(w))
+    {
+        bail!(
+            "llc_weights must be 1..={MAX_LLCS} LLCs of 1..={MAX_CPUS} CPUs, got {} LLCs{}",
+            r.llc_weights.len(),
+            r.llc_weights
+                .iter()
+                .find(|w| !(1..=MAX_CPUS).contains(*w))
+                .map_or(String::new(), |w| format!(" (one of {w} CPUs)"))
+        );
+    }
+    if !(r.interval_s.is_finite() && r.interval_s > 0.0) {
+        bail!(
+            "interval_s {} is not a positive number of seconds",
+            r.interval_s
+        );
+    }
+    let words: Vec<&str> = r.features.split_whitespace().collect();
+    features::apply(0, &words).context("the report's features")?;
+    let w = r.llc_weights.iter().copied().max().unwrap_or(1);
+    for (i, b) in r.buckets.iter().enumerate() {
+        let lo = i as u64 * 10;
+        let what = format!("bucket {}-{} %", lo, lo + 10);
+        if b.util_pct_lo != lo || b.util_pct_hi != lo + 10 {
+            bail!(
+                "bucket {i} covers {}-{} %, not {what}",
+                b.util_pct_lo,
+                b.util_pct_hi
+            );
+        }
+        let sum = b
+            .found_within_depth
+            .checked_add(b.missed_idle)
+            .and_then(|x| x.checked_add(b.no_idle));
+        if sum != Some(b.wakeups) {
+            bail!(
+                "{what}: found {} + missed {} + no idle {} is not its {} wake-ups",
+                b.found_within_depth,
+                b.missed_idle,
+                b.no_idle,
+                b.wakeups
+            );
+        }
+        let depth_ok = b.mean_allowed_depth.is_finite()
+            && (0.0..=w as f64).contains(&b.mean_allowed_depth)
+            && b.depth_p95.is_none_or(|d| d <= w)
+            && b.sis_util_depth <= w;
+        if !depth_ok {
+            bail!(
+                "{what}: depths (mean allowed {}, p95 {:?}, utilization-based {}) beyond the LLC of {w} CPUs",
+                b.mean_allowed_depth,
+                b.depth_p95,
+                b.sis_util_depth
+            );
+        }
+    }
+    Ok(())
 }
 
 /// SIS_FIT's row from a saved `calibrate --json` report (`shadow --fit`): each bucket by
@@ -118,33 +177,24 @@ pub fn fit_from_report(path: &Path) -> Result<(FitRow, usize)> {
     let r = read_report(path, "--fit")?;
     let mut row: FitRow = [None; BUCKETS];
     for (slot, b) in row.iter_mut().zip(&r.buckets) {
+        // check_report: found + missed + no_idle = wakeups, no overflow
         let reach = b.found_within_depth + b.missed_idle;
-        if reach > b.wakeups || reach + b.no_idle != b.wakeups {
-            bail!(
-                "--fit: {}: bucket {}-{} %: found {} + missed {} + no idle {} is not its {} wake-ups",
-                path.display(),
-                b.util_pct_lo,
-                b.util_pct_hi,
-                b.found_within_depth,
-                b.missed_idle,
-                b.no_idle,
-                b.wakeups
-            );
-        }
         *slot = fit_bucket(reach, b.wakeups, b.depth_p95);
     }
     let n = row.iter().filter(|d| d.is_some()).count();
     Ok((row, n))
 }
 
-/// `--from-json`: the last report of a `--json` run, plotted as the run would have.
+/// `--from-json`: the last report of a `--json` run, plotted as the run would have (the
+/// features named in the title as this build spells the word, not as the file did).
 fn plot_report(path: &Path, out: &crate::tools::plot::PlotOut) -> Result<u64> {
     let r = read_report(path, "--from-json")?;
     let words: Vec<&str> = r.features.split_whitespace().collect();
     let feat = features::apply(0, &words).context("--from-json: the report's features")?;
     let rules = DepthRules::of(feat);
     let w = r.llc_weights.iter().copied().max().unwrap_or(1);
-    plot(&r.buckets, w, r.imbalance_pct, rules, &r.features, out)
+    let named = features::to_words(feat).join(" ");
+    plot(&r.buckets, w, r.imbalance_pct, rules, &named, out)
 }
 
 /// The policy curve: the loader's depth at `pct` % for an LLC of `weight` CPUs (SIS_UTIL's,
@@ -486,5 +536,95 @@ mod tests {
         );
         std::fs::write(&bad, "\n").unwrap();
         assert!(plot_report(&bad, &out).is_err());
+    }
+
+    /// The review's nonsense reports, each one error of one line (they plotted): an
+    /// imbalance_pct of 0 or 2^64-1, an LLC of 0 CPUs, a negative interval, counts that add
+    /// up only by overflow (found = missed = 2^63: the old check passed them), a depth
+    /// beyond the LLC, a bucket out of place; and a FIFO or an oversized file refused at
+    /// once (they blocked, or filled memory).
+    #[test]
+    fn nonsense_reports_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("docs/results/calibrate-2026-11-23/sis_util.json");
+        let text = std::fs::read_to_string(&good).unwrap();
+        let base = || -> Report { serde_json::from_str(text.lines().last().unwrap()).unwrap() };
+        let bad = dir.path().join("bad.json");
+        type Change = Box<dyn Fn(&mut Report)>;
+        let cases: Vec<(&str, Change)> = vec![
+            ("imbalance_pct 0 is not", Box::new(|r| r.imbalance_pct = 0)),
+            (
+                "imbalance_pct 18446744073709551615",
+                Box::new(|r| r.imbalance_pct = u64::MAX),
+            ),
+            ("(one of 0 CPUs)", Box::new(|r| r.llc_weights = vec![0])),
+            ("got 0 LLCs", Box::new(|r| r.llc_weights.clear())),
+            ("interval_s -1 is not", Box::new(|r| r.interval_s = -1.0)),
+            (
+                "is not its 5 wake-ups",
+                Box::new(|r| {
+                    let b = &mut r.buckets[3];
+                    (b.found_within_depth, b.missed_idle, b.no_idle, b.wakeups) =
+                        (1 << 63, 1 << 63, 5, 5);
+                }),
+            ),
+            (
+                "beyond the LLC",
+                Box::new(|r| r.buckets[4].depth_p95 = Some(1 << 40)),
+            ),
+            (
+                "beyond the LLC",
+                Box::new(|r| r.buckets[4].mean_allowed_depth = -1.0),
+            ),
+            (
+                "bucket 2 covers 0-30 %",
+                Box::new(|r| r.buckets[2].util_pct_lo = 0),
+            ),
+            (
+                "unknown feature '?[2J'",
+                Box::new(|r| r.features = "SIS_UTIL \u{1b}[2J".into()),
+            ),
+        ];
+        let out = crate::tools::plot::check_out(&dir.path().join("c.png")).unwrap();
+        for (want, f) in &cases {
+            let mut r = base();
+            f(&mut r);
+            std::fs::write(&bad, serde_json::to_string(&r).unwrap()).unwrap();
+            for e in [
+                format!("{:#}", fit_from_report(&bad).unwrap_err()),
+                format!("{:#}", plot_report(&bad, &out).unwrap_err()),
+            ] {
+                assert!(e.contains(want), "{want}: {e}");
+                assert_eq!(e.lines().count(), 1, "{e}");
+            }
+        }
+        assert!(!out.path().exists());
+        // the base report itself passes (the cases fail for their change alone)
+        std::fs::write(&bad, serde_json::to_string(&base()).unwrap()).unwrap();
+        fit_from_report(&bad).unwrap();
+        // a FIFO: refused at once (a blocking open waits for a writer forever)
+        let fifo = dir.path().join("fifo.json");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo(3) of a NUL-terminated path
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let f2 = fifo.clone();
+        std::thread::spawn(move || tx.send(format!("{:#}", fit_from_report(&f2).unwrap_err())));
+        // 5 s: the open either returns at once or never; a loaded host stays far below
+        let e = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("--fit on a FIFO still blocked after 5 s");
+        assert!(e.contains("not a regular file"), "{e}");
+        // a sparse 65 MiB file: refused by its size, not read
+        let big = dir.path().join("big.json");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(crate::tools::safe_io::MAX_INPUT + 1)
+            .unwrap();
+        let t = std::time::Instant::now();
+        let e = format!("{:#}", plot_report(&big, &out).unwrap_err());
+        assert!(e.contains("more than the 64 MiB"), "{e}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
     }
 }

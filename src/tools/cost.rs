@@ -49,7 +49,7 @@ pub struct CostOpts {
     pub llc_sizes: Vec<u32>,
     /// Machines of L LLCs of C CPUs each, comma-separated LxC (e.g. 1x8,64x8,1x256; at most
     /// 64 LLCs and 512 CPUs); replaces --llc-sizes
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = topology_arg)]
     pub topologies: Vec<String>,
     /// Busy CPUs in percent of each LLC, comma-separated (each 0..=100); each LLC's utilization
     /// sum is set to match (busy CPUs at 1024, idle at 0), so SIS_UTIL's depth is the real one
@@ -496,10 +496,22 @@ pub fn parse_topology(spec: &str) -> Result<(u32, u32)> {
             bi::sis_consts_MAX_LLCS
         );
     }
-    if c < 2 || l * c > MAX_CPUS as u32 {
-        bail!("--topologies: {spec:?}: LLCs of {c} CPUs, {} in all: each LLC needs 2 or more, the machine at most {MAX_CPUS}", l * c);
+    // the product checked: 64x67108864 wrapped to 0 in u32 and passed
+    let all = l.checked_mul(c).filter(|&n| n <= MAX_CPUS as u32);
+    if c < 2 || all.is_none() {
+        bail!(
+            "--topologies: {spec:?}: LLCs of {c} CPUs, {} in all: each LLC needs 2 or more, the machine at most {MAX_CPUS}",
+            l as u64 * c as u64
+        );
     }
     Ok((l, c))
+}
+
+/// clap's check of one --topologies value: a bad one is a usage error (exit 2).
+fn topology_arg(s: &str) -> std::result::Result<String, String> {
+    parse_topology(s)
+        .map(|_| s.to_string())
+        .map_err(|e| format!("{e:#}"))
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {

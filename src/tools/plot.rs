@@ -12,13 +12,17 @@
 //! directory on sys.path) with an empty environment, in a private directory (0700, made
 //! under /tmp, whose sticky bit keeps others from swapping it), which is also its
 //! MPLCONFIGDIR (matplotlib reads a `matplotlibrc` from the current directory). The data go
-//! in on stdin, the PNG comes back on stdout, and the file is written here with O_NOFOLLOW:
-//! no predictable temporary file, no symlink followed.
+//! in on stdin (the title too: a long one is no "Argument list too long"), the PNG comes back
+//! on stdout, and the file is written here through the `--plot` directory opened once at
+//! [`check_out`] (tools::safe_io::OutDir: a fresh file renamed over the name, no symlink
+//! followed, a directory owned by another user refused).
 
 use anyhow::{bail, Context, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+use crate::tools::safe_io::OutDir;
 
 const PYTHON: &str = "/usr/bin/python3";
 
@@ -29,23 +33,32 @@ import io, json, sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-data = json.load(sys.stdin)
-title = sys.argv[1]
+_in = json.load(sys.stdin)
+data = _in["data"]
+title = _in["title"]
 out = io.BytesIO()
 "#;
 const EPILOGUE: &str = r#"
 sys.stdout.buffer.write(out.getvalue())
 "#;
 
-/// A `--plot` output path that passed [`check_out`].
+/// A `--plot` output that passed [`check_out`]: its directory, open, and the file's name.
 #[derive(Debug, Clone)]
-pub struct PlotOut(PathBuf);
+pub struct PlotOut {
+    dir: OutDir,
+    name: String,
+    path: PathBuf,
+}
 
 impl PlotOut {
     pub fn path(&self) -> &Path {
-        &self.0
+        &self.path
     }
 }
+
+/// The longest plot title passed to matplotlib, characters (a report's features string can
+/// be any length).
+const MAX_TITLE: usize = 400;
 
 /// Check a `--plot` path before anything is measured (one line per problem).
 pub fn check_out(path: &Path) -> Result<PlotOut> {
@@ -66,32 +79,11 @@ pub fn check_out(path: &Path) -> Result<PlotOut> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    match std::fs::metadata(dir) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => bail!(
-            "--plot '{}': {} is not a directory",
-            path.display(),
-            dir.display()
-        ),
-        Err(e) => bail!(
-            "--plot '{}': directory {}: {e}",
-            path.display(),
-            dir.display()
-        ),
-    }
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_file() => {}
-        Ok(m) if m.file_type().is_symlink() => bail!(
-            "--plot '{}' is a symlink: refusing to write through it",
-            path.display()
-        ),
-        Ok(_) => bail!(
-            "--plot '{}' exists and is not a regular file",
-            path.display()
-        ),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => bail!("--plot '{}': {e}", path.display()),
-    }
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        bail!("--plot '{}': not a UTF-8 file name", path.display());
+    };
+    let dir = OutDir::open(dir, "--plot")?;
+    dir.check_name(name)?;
     let probe = python(Path::new("/"))
         .arg("-c")
         .arg("import matplotlib")
@@ -102,7 +94,11 @@ pub fn check_out(path: &Path) -> Result<PlotOut> {
     if !probe.is_ok_and(|s| s.success()) {
         bail!("--plot needs {PYTHON} with matplotlib (Debian: apt install python3-matplotlib)");
     }
-    Ok(PlotOut(path.to_path_buf()))
+    Ok(PlotOut {
+        dir,
+        name: name.to_string(),
+        path: path.to_path_buf(),
+    })
 }
 
 /// /usr/bin/python3, isolated, empty environment, in `dir`.
@@ -124,43 +120,39 @@ pub fn render<T: serde::Serialize + ?Sized>(
     out: &PlotOut,
     title: &str,
 ) -> Result<u64> {
-    let json = serde_json::to_vec(data).context("the plot data")?;
+    // a line break is the scripts' own (calibrate's two-line title); any other control
+    // character from a report is replaced
+    let title: String = title
+        .split('\n')
+        .map(|l| crate::sched::stats::printable(l, MAX_TITLE))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .chars()
+        .take(MAX_TITLE)
+        .collect();
+    let json = serde_json::to_vec(&serde_json::json!({"data": data, "title": title}))
+        .context("the plot data")?;
     let dir = private_dir()?;
-    let res = run_python(script, &json, title, dir.path());
+    let res = run_python(script, &json, dir.path());
     drop(dir);
     let png = res?;
-    write_file(out.path(), &png)?;
-    let len = std::fs::metadata(out.path())
-        .with_context(|| {
-            format!(
-                "--plot: {} is not there after writing it",
-                out.path().display()
-            )
-        })?
-        .len();
-    if len != png.len() as u64 {
-        bail!(
-            "--plot: {} has {len} bytes, not the {} written",
-            out.path().display(),
-            png.len()
-        );
-    }
-    Ok(len)
+    out.dir.write(&out.name, &png)
 }
 
 /// A fresh 0700 directory under /tmp, removed on drop.
 fn private_dir() -> Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
     tempfile::Builder::new()
         .prefix("scx_sisutil-plot-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in("/tmp")
         .context("--plot: creating a private directory under /tmp")
 }
 
-fn run_python(script: &str, json: &[u8], title: &str, dir: &Path) -> Result<Vec<u8>> {
+fn run_python(script: &str, json: &[u8], dir: &Path) -> Result<Vec<u8>> {
     let mut child = python(dir)
         .arg("-c")
         .arg(format!("{PRELUDE}{script}{EPILOGUE}"))
-        .arg(title)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -188,26 +180,6 @@ fn run_python(script: &str, json: &[u8], title: &str, dir: &Path) -> Result<Vec<
         );
     }
     Ok(res.stdout)
-}
-
-/// Write `bytes` to `path` without following a symlink there and only into a regular file.
-fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)
-        .with_context(|| format!("--plot: opening {} (a symlink?)", path.display()))?;
-    if !f.metadata()?.file_type().is_file() {
-        bail!("--plot: {} is not a regular file", path.display());
-    }
-    f.set_len(0)?;
-    f.write_all(bytes)
-        .with_context(|| format!("--plot: writing {}", path.display()))?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -248,8 +220,47 @@ mod tests {
         // and the writer does not follow one planted after the check
         let out = check_out(&p("ok.PNG")).expect("a PNG path in an existing directory");
         std::os::unix::fs::symlink(p("target"), p("ok.PNG")).unwrap();
-        assert!(write_file(out.path(), b"x").is_err());
+        assert!(out.dir.write(&out.name, b"x").is_err());
         assert!(!p("target").exists());
+    }
+
+    /// The review's swap: `--plot D/sub/c.png`, and during the render `sub` becomes a
+    /// symlink to a directory root owns. The PNG goes to the directory checked (moved away),
+    /// nothing into the symlink's target; the private directory is 0700.
+    #[test]
+    fn plot_through_a_swapped_parent_lands_in_the_checked_directory() {
+        let d = tmp();
+        let (sub, moved, roots) = (
+            d.path().join("sub"),
+            d.path().join("moved"),
+            d.path().join("roots"),
+        );
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::create_dir(&roots).unwrap();
+        let out = check_out(&sub.join("c.png")).unwrap();
+        std::fs::rename(&sub, &moved).unwrap();
+        std::os::unix::fs::symlink(&roots, &sub).unwrap();
+        let script =
+            "fig, ax = plt.subplots()\nax.plot([1, 2], [2, 1])\nfig.savefig(out, format='png')\n";
+        let n = render(script, &[1], &out, "t").unwrap();
+        assert_eq!(std::fs::metadata(moved.join("c.png")).unwrap().len(), n);
+        assert!(!roots.join("c.png").exists());
+        assert_eq!(std::fs::read_dir(&roots).unwrap().count(), 0);
+        use std::os::unix::fs::PermissionsExt;
+        let p = private_dir().unwrap();
+        let mode = std::fs::metadata(p.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+    }
+
+    /// A title of any length and with control characters reaches matplotlib on stdin (as an
+    /// argument, 1.8 MB was "Argument list too long"), cut and cleaned.
+    #[test]
+    fn a_long_title_with_escapes_plots() {
+        let d = tmp();
+        let out = check_out(&d.path().join("t.png")).unwrap();
+        let title = "SIS_UTIL \x1b[2J\n".repeat(200_000);
+        let script = "assert '\\x1b' not in title and len(title) <= 400, repr(title[:40])\nfig, ax = plt.subplots()\nax.set_title(title)\nfig.savefig(out, format='png')\n";
+        render(script, &[1], &out, &title).unwrap();
     }
 
     /// The real plot path, run from a directory holding a json.py, io.py and matplotlibrc
@@ -303,7 +314,10 @@ mod tests {
     #[test]
     #[ignore = "run by plot_ignores_the_current_directory"]
     fn render_from_cwd() {
-        let out = PlotOut(std::env::var_os("PLOT_TEST_OUT").unwrap().into());
+        let out = check_out(std::path::Path::new(
+            &std::env::var_os("PLOT_TEST_OUT").unwrap(),
+        ))
+        .unwrap();
         let script = "fig, ax = plt.subplots()\nax.plot(data['x'], data['y'])\nfig.savefig(out, format='png')\n";
         render(
             script,

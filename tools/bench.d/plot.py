@@ -1,7 +1,12 @@
 #!/usr/bin/python3 -I
 # SPDX-License-Identifier: GPL-2.0-only
-"""plot.py PLOT-DATA.json OUTDIR [NAME.png ...]: tools/bench's PNG plots (needs matplotlib),
-every one or the NAMEs given.
+"""plot.py PLOT-DATA.json|- OUTDIR|fd:N [NAME.png ...]: tools/bench's PNG plots (needs
+matplotlib), every one or the NAMEs given. The data come from the file (read without
+following a symlink, a regular file of at most 64 MiB) or stdin (-); the PNGs are written
+through the output directory opened once (O_DIRECTORY | O_NOFOLLOW, root's or the invoking
+user's, not writable by others without the sticky bit), or through the directory fd N
+tools/bench passes open: each under a fresh name (O_EXCL | O_NOFOLLOW) renamed over its own,
+so no symlink planted there is followed.
 
 scan_per_wakeup.png   CPUs examined per wake-up past target/prev/recent
                       ((domain_scanned+kick_scanned)/search) vs load, per config
@@ -12,7 +17,10 @@ One column of subplots per workload, one row per boot. Under each load, the samp
 its points (plot-data.json's "n": wake-ups that searched, runs, traced waits), one figure
 when every configuration had the same, else their range.
 """
+import io
 import json
+import os
+import stat
 import sys
 import textwrap
 
@@ -43,6 +51,7 @@ def sample_label(wd, key, unit):
 
 
 def grid(data, key, ylabel, title, path, hline=None, logy=False, unit=""):
+    """One figure; `path`: (directory fd, PNG name)."""
     boots = [b for b in data if data[b]["workloads"]]
     wls = sorted({w for b in boots for w in data[b]["workloads"]
                   if data[b]["workloads"][w][key]})
@@ -96,15 +105,74 @@ def grid(data, key, ylabel, title, path, hline=None, logy=False, unit=""):
                bbox_to_anchor=(0.5, 1 - (0.15 + 0.25 * len(title_lines)) / height),
                ncol=ncol, fontsize=7)
     fig.tight_layout(rect=(0, 0, 1, top))
-    fig.savefig(path, dpi=110)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
+    write_at(path[0], path[1], buf.getvalue())
+
+
+MAX_INPUT = 64 << 20
+
+
+def open_out(spec):
+    """The output directory's fd: `fd:N` as passed, or the path opened once and checked."""
+    if spec.startswith("fd:") and spec[3:].isdigit():
+        fd = int(spec[3:])
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            sys.exit(f"plot.py: {spec} is not a directory")
+        return fd
+    try:
+        fd = os.open(spec, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        sys.exit(f"plot.py: output directory {spec}: "
+                 + ("a symlink: refusing to write through it" if os.path.islink(spec)
+                    else e.strerror))
+    st = os.fstat(fd)
+    uids = {0, os.getuid()}
+    if os.environ.get("SUDO_UID", "").isdigit():
+        uids.add(int(os.environ["SUDO_UID"]))
+    if st.st_uid not in uids:
+        sys.exit(f"plot.py: output directory {spec} is owned by uid {st.st_uid}, neither root "
+                 "nor you: refusing to write there")
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        sys.exit(f"plot.py: output directory {spec} is writable by others without the sticky "
+                 "bit: refusing to write there")
+    return fd
+
+
+def write_at(dfd, name, data):
+    """`name` in directory `dfd` holds `data`: a fresh file, renamed over the name."""
+    tmp = f".{name}.{os.urandom(8).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o644, dir_fd=dfd)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        os.unlink(tmp, dir_fd=dfd)
+        raise
+
+
+def read_data(spec):
+    if spec == "-":
+        return json.loads(sys.stdin.read(MAX_INPUT + 1))
+    try:
+        fd = os.open(spec, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        sys.exit(f"plot.py: cannot read {spec}: {e.strerror}")
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_INPUT:
+            sys.exit(f"plot.py: {spec} is not a regular file of at most 64 MiB")
+        return json.loads(f.read(MAX_INPUT + 1))
 
 
 def main():
     if len(sys.argv) < 3:
-        sys.exit("usage: plot.py PLOT-DATA.json OUTDIR [NAME.png ...]")
-    data = json.load(open(sys.argv[1]))
-    out = sys.argv[2]
+        sys.exit("usage: plot.py PLOT-DATA.json|- OUTDIR|fd:N [NAME.png ...]")
+    data = read_data(sys.argv[1])
+    out = open_out(sys.argv[2])
     names = ("scan_per_wakeup.png", "throughput_ratio.png", "wakeup_p99.png")
     want = sys.argv[3:] or names
     bad = [n for n in want if n not in names]
@@ -113,17 +181,17 @@ def main():
     if "scan_per_wakeup.png" in want:
         grid(data, "scan", "CPUs scanned / wake-up",
              "CPUs examined per wake-up: (domain_scanned + kick_scanned) / search",
-             f"{out}/scan_per_wakeup.png", unit="wake-ups")
+             (out, "scan_per_wakeup.png"), unit="wake-ups")
     base = next((d["baseline"] for d in data.values() if d.get("baseline")), "baseline")
     if "throughput_ratio.png" in want:
         grid(data, "ratio", f"relative to {base} (>1 better)",
              f"throughput ratio vs {base} (latency/time inverted; TCG: ratios only)",
-             f"{out}/throughput_ratio.png", hline=1.0, unit="runs")
+             (out, "throughput_ratio.png"), hline=1.0, unit="runs")
     if "wakeup_p99.png" in want and any(wd.get("wake_p99") for d in data.values()
                                         for wd in d["workloads"].values()):
         grid(data, "wake_p99", "p99 wake-up latency (us)",
              "p99 wake-up latency, every task (TCG: compare configurations)",
-             f"{out}/wakeup_p99.png", logy=True, unit="waits")
+             (out, "wakeup_p99.png"), logy=True, unit="waits")
 
 
 if __name__ == "__main__":
