@@ -1109,3 +1109,37 @@ fn decide_steal_shards_from_zero() {
     assert_eq!(run(&mut skel, false, [0, 0, 2]), (-1, 1, vec![0, 0, 2]));
     assert_eq!(run(&mut skel, false, [1, 0, 2]), (1, 1, vec![0, 0, 2]));
 }
+
+/// The wait histogram's bucket (wait_hist.bpf.h's wait_bucket(), the scheduler's and the
+/// latency tracer's) is the one the reports decode (src/sched/wait_hist.rs): for waits
+/// from 0 ns to 2^63, each in [bucket_lo, bucket_hi) of its bucket. A generated mutant,
+/// `(msb - 1) * 4` -> `(msb - 2) * 4` (every wait reported an octave short), survived every
+/// host test before this one.
+#[test]
+fn decide_wait_bucket_is_the_reports_bucket() {
+    use crate::sched::wait_hist::{bucket_hi, bucket_lo, bucket_of, NR_BUCKETS};
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let mut ns: Vec<u64> = (0..8).collect();
+    for s in [3, 4, 5, 9, 10, 17, 20, 30, 40, 62, 63] {
+        ns.extend([(1u64 << s) - 1, 1 << s, (1 << s) + (1 << (s - 1)) + 1]);
+    }
+    ns.extend([999, 1_000_000, 123_456_789, 5_000_000_000, u64::MAX]);
+    for chunk in ns.chunks(64) {
+        let bss = skel.maps.bss_data.as_mut().unwrap();
+        bss.wait_ns = [0; 64];
+        bss.wait_ns[..chunk.len()].copy_from_slice(chunk);
+        run!(skel, test_wait_bucket);
+        let idx = skel.maps.bss_data.as_ref().unwrap().wait_idx;
+        for (i, &v) in chunk.iter().enumerate() {
+            let b = idx[i] as usize;
+            assert_eq!(b, bucket_of(v), "{v} ns");
+            // the last bucket, and the top one's end (2^64, saturated), are open
+            let open = b == NR_BUCKETS - 1 || bucket_hi(b) == u64::MAX;
+            assert!(
+                bucket_lo(b) <= v && (v < bucket_hi(b) || open),
+                "{v} ns in bucket {b}"
+            );
+        }
+    }
+}

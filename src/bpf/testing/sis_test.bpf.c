@@ -14,6 +14,7 @@
 #include "sis.bpf.h"
 #include "idle.bpf.h"
 #include "decide.bpf.h"
+#include "wait_hist.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -330,5 +331,22 @@ int test_queued(void *a)
 		queued_enter(&dec_io.desched, dec_io.llc);
 	else
 		queued_leave(&dec_io.desched);
+	return 0;
+}
+
+/*
+ * wait_bucket() (wait_hist.bpf.h: the bucket of a wait in the scheduler's histogram and
+ * the latency tracer's) of each of wait_ns[], into wait_idx[].
+ */
+u64 wait_ns[64];
+u32 wait_idx[64];
+
+SEC("syscall")
+int test_wait_bucket(void *a)
+{
+	u32 i;
+
+	bpf_for(i, 0, 64)
+		wait_idx[i & 63] = wait_bucket(wait_ns[i & 63]);
 	return 0;
 }
