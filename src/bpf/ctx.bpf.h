@@ -39,9 +39,7 @@ struct task_ctx {
 	struct sis_wake_state ws; /* recent_used_cpu, last_wakee, wakee_flips (fair.c) */
 	u32 desched_wakeup;	/* sched_waking saw TTWU_QUEUE_DESCHED's condition */
 	u32 queued_in;		/* 1 + the LLC whose queued count holds the task, 0 none (steal.bpf.h) */
-	u64 load_avg;		/* task_h_load(): PELT-like runnable average (see task_load_update) */
-	u64 runnable_at;	/* ops.runnable */
-	u64 quiescent_at;	/* ops.quiescent, 0: never slept */
+	struct task_load load;	/* task_h_load(): PELT-like runnable average (task_load_update) */
 };
 
 struct {
@@ -108,7 +106,7 @@ static s32 task_ctx_init(struct task_struct *p)
 		return -ENOMEM;
 	tctx->ws.recent_used_cpu = -1;
 	tctx->ws.last_wakee = -1;
-	tctx->load_avg = 1024ULL * p->scx.weight / 100;
+	tctx->load.avg = 1024ULL * p->scx.weight / 100;
 	return 0;
 }
 

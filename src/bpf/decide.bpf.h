@@ -40,6 +40,17 @@ static __always_inline bool ttwu_queue_cond_desched(s32 this_cpu, s32 cpu, bool 
 }
 
 /*
+ * TTWU_QUEUE_DESCHED's condition as sched_waking evaluates it, on the
+ * waking CPU (this CPU, sis_this_cpu()), for a wakee that is descheduling on
+ * @wakee_cpu, @allowed there: the waker is this CPU, the wakee's CPU is the
+ * one whose runqueue must be empty.
+ */
+static __always_inline bool ttwu_waking_cond(s32 wakee_cpu, bool allowed)
+{
+	return ttwu_queue_cond_desched(sis_this_cpu(), wakee_cpu, allowed);
+}
+
+/*
  * TTWU_QUEUE_DESCHED's hand-off in select_cpu: *@desched is what
  * sched_waking saw; it is consumed here (a later select_cpu without a
  * sched_waking before it must not reuse it). The activation happens on prev
@@ -184,4 +195,48 @@ static __always_inline bool llc_shards_move(s32 llc, u32 first)
 static __always_inline bool dispatch_llc(s32 cpu, s32 llc)
 {
 	return llc_shards_move(llc, cpu_shard(cpu, llc));
+}
+
+/*
+ * PELT's decay_load(): val * y^n, y^32 = 1/2, n in 1024 us periods.
+ * runnable_avg_yN_inv[i] = y^i * 2^32.
+ */
+static const u32 yN_inv[32] = {
+	0xffffffff, 0xfa83b2db, 0xf5257d15, 0xefe4b99b, 0xeac0c6e7, 0xe5b906e7,
+	0xe0ccdeec, 0xdbfbb797, 0xd744fcca, 0xd2a81d91, 0xce248c15, 0xc9b9bd86,
+	0xc5672a11, 0xc12c4cca, 0xbd08a39f, 0xb8fbaf47, 0xb504f333, 0xb123f581,
+	0xad583eea, 0xa9a15ab4, 0xa5fed6a9, 0xa2704303, 0x9ef53260, 0x9b8d39b9,
+	0x9837f051, 0x94f4efa8, 0x91c3d373, 0x8ea4398b, 0x8b95c1e3, 0x88980e80,
+	0x85aac367, 0x82cd8698,
+};
+
+static __always_inline u64 decay_load(u64 val, u64 ns)
+{
+	u64 n = ns >> 20;	/* ~1024 us periods */
+
+	if (n > 63 * 32)
+		return 0;
+	val >>= n / 32;
+	return (val * yN_inv[n % 32 & 31]) >> 32;
+}
+
+/*
+ * The task's load for wake_affine_weight(): sched_ext keeps no se.avg for
+ * its tasks, so a PELT-like runnable average is kept (struct task_load, of
+ * a task of weight @weight at @now, ns), updated by wake.bpf.h when the
+ * task stops being runnable (ops.quiescent), as the kernel updates a
+ * blocked task's load at dequeue and task_h_load() reads it unchanged:
+ *   load = decay(load, slept) ; load = decay(load, runnable) + w * (1 - y^runnable)
+ * w = 1024 * weight / 100 (NICE_0 -> 1024). A new task starts at w
+ * (init_entity_runnable_average()).
+ */
+static __always_inline void task_load_update(struct task_load *l, u32 weight, u64 now)
+{
+	u64 w = 1024ULL * weight / 100, r;
+
+	if (l->quiescent_at && l->runnable_at > l->quiescent_at)
+		l->avg = decay_load(l->avg, l->runnable_at - l->quiescent_at);
+	r = l->runnable_at && now > l->runnable_at ? now - l->runnable_at : 0;
+	l->avg = decay_load(l->avg, r) + w - decay_load(w, r);
+	l->quiescent_at = now;
 }

@@ -35,17 +35,10 @@
 
 #include "sis_ctx.bpf.h"
 
-#ifndef KICK_ENV_DEFINED
-#include "ctx.bpf.h"
-
+/* the host test object (KICK_FLAGS_TESTED) runs the flag word's take_kick() too */
+#if !defined(KICK_ENV_DEFINED) || defined(KICK_FLAGS_TESTED)
 /* the kick-pending flag word (nohz_flags() of kick_ilb()): CPUs asked to come and take queued work */
 u64 kick_pending[MAX_CPUS / 64];
-
-/* is @cpu's bit set: the read KICK_SKIP_REDUNDANT adds before the atomic (kick_already_asked()) */
-static bool kick_test(s32 cpu)
-{
-	return kick_pending[mask_word(cpu)] & mask_bit(cpu);
-}
 
 /*
  * Clear this CPU's kick-pending bit; true if it was set (woken for work):
@@ -60,6 +53,16 @@ static bool take_kick(s32 cpu)
 		return false;
 	__sync_fetch_and_and(word, ~bit);
 	return true;
+}
+#endif
+
+#ifndef KICK_ENV_DEFINED
+#include "ctx.bpf.h"
+
+/* is @cpu's bit set: the read KICK_SKIP_REDUNDANT adds before the atomic (kick_already_asked()) */
+static bool kick_test(s32 cpu)
+{
+	return kick_pending[mask_word(cpu)] & mask_bit(cpu);
 }
 
 /* ---- the search's primitives over sched_ext: what the search reads ---- */

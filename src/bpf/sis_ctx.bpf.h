@@ -104,6 +104,17 @@ struct sis_wake_state {
 	u64 wakee_flip_decay_ts; /* jiffies */
 };
 
+/*
+ * A task's load for wake_affine_weight() (task_load_update(), decide.bpf.h):
+ * the PELT-like runnable average and the times it is updated from. The
+ * scheduler keeps it in task storage (ctx.bpf.h), the host test in .bss.
+ */
+struct task_load {
+	u64 avg;		/* task_h_load() */
+	u64 runnable_at;	/* ops.runnable */
+	u64 quiescent_at;	/* ops.quiescent, 0: never slept */
+};
+
 /* One wake-up's state: inputs, and the counters it produced. */
 struct sis_ctx {
 	u64 feat;
@@ -330,6 +341,7 @@ static __always_inline bool sis_share_cache(s32 a, s32 b)
  *   sis_nr_delayed(c, cpu)  cfs_h_nr_delayed(cpu_rq(cpu)): fair tasks kept queued by
  *                           DELAY_DEQUEUE (6.12+), rq->cfs.h_nr_queued - h_nr_runnable
  *   sis_jiffies(c), sis_hz()                 jiffies, HZ
+ *   sis_this_cpu()          the CPU running the program (bpf_get_smp_processor_id())
  *   calib_idle_words(c, dst, nr)             the first nr words of the idle mask
  *   sis_dsq_move(dsq)       move the head of DSQ @dsq (an LLC queue's shard, shard_dsq())
  *                           to this CPU: scx_bpf_dsq_move_to_local(); true when a task moved
@@ -342,5 +354,6 @@ static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu);
 static __always_inline u32 sis_nr_delayed(struct sis_ctx *c, s32 cpu);
 static __always_inline u64 sis_jiffies(struct sis_ctx *c);
 static __always_inline u32 sis_hz(void);
+static __always_inline s32 sis_this_cpu(void);
 static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr);
 static __always_inline bool sis_dsq_move(u64 dsq);

@@ -82,6 +82,14 @@ static __always_inline u32 sis_hz(void)
 	return synth_real_time ? 250 : synth_hz;
 }
 
+/* the CPU the program runs on, as the test sets it */
+s32 synth_this_cpu;
+
+static __always_inline s32 sis_this_cpu(void)
+{
+	return synth_this_cpu;
+}
+
 /* the idle mask's words, for the depth calibration */
 static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr)
 {

@@ -57,6 +57,8 @@ struct vt_ctx {
 	u32 weight;		/* the weight added to W */
 	u32 queued;		/* went through ops.enqueue since it became runnable */
 	u32 placed;		/* vruntime initialised (ops.enable) */
+	u32 lag_weight;		/* the weight vlag is in units of (set at ops.quiescent) */
+	u32 __pad;
 };
 
 struct {
@@ -389,13 +391,18 @@ static void vt_quiescent(struct task_struct *p)
 			vt->vlag = -lim;
 		if ((p->flags & PF_KTHREAD) && vt->vlag < 0)
 			vt->vlag = 0;
+		vt->lag_weight = vt_weight(p);
 	}
 	vt_detach(vt);
 }
 
 /*
- * ops.set_weight: reweight_entity(): a runnable task's lag is kept in
- * real-time terms, vlag' = vlag * w / w', and W follows the new weight.
+ * ops.set_weight: reweight_entity(): the task's lag is kept in real-time
+ * terms, vlag' = vlag * w / w' ("Because we keep se->vlag = V - v_i, while:
+ * lag_i = w_i*(V - v_i), we need to scale se->vlag when w_i changes"),
+ * whether the task is runnable (its V - v now) or asleep (the vlag captured at
+ * ops.quiescent, which ops.runnable places with); a runnable task's weight in
+ * W follows the new weight.
  */
 static void vt_set_weight(struct task_struct *p, u32 weight)
 {
@@ -403,8 +410,15 @@ static void vt_set_weight(struct task_struct *p, u32 weight)
 	struct llc_vtime *lv;
 	s64 lag;
 
-	if (!vt || vt->llc < 0 || !weight || !vt->weight)
+	if (!vt || !weight)
 		return;
+	if (vt->llc < 0 || !vt->weight) {
+		/* asleep (or never placed): the lag it will be placed with */
+		if (vt->lag_weight)
+			vt->vlag = vt->vlag * (s64)vt->lag_weight / (s64)weight;
+		vt->lag_weight = weight;
+		return;
+	}
 	lv = llc_vt(vt->llc);
 	if (lv) {
 		lag = (s64)(READ_ONCE(lv->vclock) - vt->vruntime);

@@ -79,6 +79,11 @@ static __always_inline u32 sis_hz(void)
 	return CONFIG_HZ > 0 ? CONFIG_HZ : 250;
 }
 
+static __always_inline s32 sis_this_cpu(void)
+{
+	return bpf_get_smp_processor_id();
+}
+
 /* The idle mask's first @nr words, for the depth calibration (calib.bpf.h). */
 static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr)
 {
@@ -101,56 +106,13 @@ static __always_inline bool sis_dsq_move(u64 dsq)
 /* record_wakee() of each CPU's idle task: interrupt wake-ups from idle */
 struct sis_wake_state idle_wake_state[MAX_CPUS];
 
-/*
- * PELT's decay_load(): val * y^n, y^32 = 1/2, n in 1024 us periods.
- * runnable_avg_yN_inv[i] = y^i * 2^32.
- */
-static const u32 yN_inv[32] = {
-	0xffffffff, 0xfa83b2db, 0xf5257d15, 0xefe4b99b, 0xeac0c6e7, 0xe5b906e7,
-	0xe0ccdeec, 0xdbfbb797, 0xd744fcca, 0xd2a81d91, 0xce248c15, 0xc9b9bd86,
-	0xc5672a11, 0xc12c4cca, 0xbd08a39f, 0xb8fbaf47, 0xb504f333, 0xb123f581,
-	0xad583eea, 0xa9a15ab4, 0xa5fed6a9, 0xa2704303, 0x9ef53260, 0x9b8d39b9,
-	0x9837f051, 0x94f4efa8, 0x91c3d373, 0x8ea4398b, 0x8b95c1e3, 0x88980e80,
-	0x85aac367, 0x82cd8698,
-};
-
-static __always_inline u64 decay_load(u64 val, u64 ns)
-{
-	u64 n = ns >> 20;	/* ~1024 us periods */
-
-	if (n > 63 * 32)
-		return 0;
-	val >>= n / 32;
-	return (val * yN_inv[n % 32 & 31]) >> 32;
-}
-
-/*
- * The task's load for wake_affine_weight(): sched_ext keeps no se.avg for
- * its tasks, so a PELT-like runnable average is kept here, updated when the
- * task stops being runnable (ops.quiescent), as the kernel updates a
- * blocked task's load at dequeue and task_h_load() reads it unchanged:
- *   load = decay(load, slept) ; load = decay(load, runnable) + w * (1 - y^runnable)
- * w = 1024 * weight / 100 (NICE_0 -> 1024). A new task starts at w
- * (init_entity_runnable_average()).
- */
-static void task_load_update(struct task_ctx *tctx, const struct task_struct *p, u64 now)
-{
-	u64 w = 1024ULL * p->scx.weight / 100, r;
-
-	if (tctx->quiescent_at && tctx->runnable_at > tctx->quiescent_at)
-		tctx->load_avg = decay_load(tctx->load_avg, tctx->runnable_at - tctx->quiescent_at);
-	r = tctx->runnable_at && now > tctx->runnable_at ? now - tctx->runnable_at : 0;
-	tctx->load_avg = decay_load(tctx->load_avg, r) + w - decay_load(w, r);
-	tctx->quiescent_at = now;
-}
-
 /* from ops.runnable */
 static void wake_load_runnable(struct task_struct *p)
 {
 	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
 
 	if (tctx)
-		tctx->runnable_at = bpf_ktime_get_ns();
+		tctx->load.runnable_at = bpf_ktime_get_ns();
 	if (READ_ONCE(calib_on)) {
 		u32 zero = 0;
 		struct sis_ctx *c = bpf_map_lookup_elem(&sis_scratch, &zero);
@@ -166,13 +128,13 @@ static void wake_load_quiescent(struct task_struct *p)
 	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
 
 	if (tctx)
-		task_load_update(tctx, p, bpf_ktime_get_ns());
+		task_load_update(&tctx->load, p->scx.weight, bpf_ktime_get_ns());
 }
 
 /*
  * TTWU_QUEUE_DESCHED lives in try_to_wake_up(), before select_task_rq():
  *   if (READ_ONCE(p->on_cpu) && ttwu_queue_wakelist(p, task_cpu(p), wake_flags | WF_ON_CPU))
- * (the condition: ttwu_queue_cond_desched(), decide.bpf.h). sched_ext on
+ * (the condition: ttwu_waking_cond(), decide.bpf.h). sched_ext on
  * 6.12 never takes this path for its tasks (it waits for on_cpu and calls
  * select_cpu), so the condition is evaluated at the same point of the same
  * wake-up: the sched_waking tracepoint, which try_to_wake_up() fires just
@@ -216,8 +178,7 @@ static __always_inline bool ttwu_queue_desched(struct task_struct *p)
 	if (!feat_on(features(), FEAT_TTWU_QUEUE_DESCHED) || !task_descheduling(p))
 		return false;
 	cpu = p->thread_info.cpu;
-	return ttwu_queue_cond_desched(bpf_get_smp_processor_id(), cpu,
-				       bpf_cpumask_test_cpu(cpu, p->cpus_ptr));
+	return ttwu_waking_cond(cpu, bpf_cpumask_test_cpu(cpu, p->cpus_ptr));
 }
 
 SEC("tp_btf/sched_waking")
@@ -249,7 +210,7 @@ static struct sis_wake_state *waker_state(struct task_struct *cur, s32 this_cpu,
 	wctx = bpf_task_storage_get(&task_ctxs, cur, &init, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!wctx)
 		return NULL;
-	*load = wctx->load_avg;
+	*load = wctx->load.avg;
 	return &wctx->ws;
 }
 
@@ -305,7 +266,7 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 	c->claimed = -1;
 	c->calib_target = -1;
 	c->wakee_id = p->pid;
-	c->wakee_load = tctx->load_avg;
+	c->wakee_load = tctx->load.avg;
 	/* is_per_cpu_kthread(current); in_task() is taken as true (DESIGN.md) */
 	c->pcpu_kthread = (cur->flags & PF_KTHREAD) && cur->nr_cpus_allowed == 1;
 	sis_count_in(c, prev_cpu);	/* prev's LLC, unless wake_affine() picks this_cpu */

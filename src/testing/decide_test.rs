@@ -155,6 +155,116 @@ fn decide_ttwu_queue_desched_condition() {
     }
 }
 
+/// The condition as sched_waking evaluates it (ttwu_waking_cond(), called by wake.bpf.h's
+/// tracepoint): the waking CPU is this CPU, the wakee's CPU the one that must have nothing
+/// running. With the two swapped (`ttwu_queue_cond_desched(wakee_cpu, this_cpu, ...)`) a
+/// waker on a busy CPU waking a wakee whose CPU is empty is refused, and the reverse
+/// accepted.
+#[test]
+fn decide_ttwu_waking_is_this_cpu_for_the_wakee_cpu() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    // (this CPU, its nr_running, the wakee's CPU, its nr_running, allowed, queued?)
+    for (this, this_nr, cpu, cpu_nr, allowed, want) in [
+        (0, 1, 1, 0, 1, 1), // the waker runs (nr 1), the wakee's CPU is empty: queued
+        (0, 0, 1, 1, 1, 0), // the wakee's CPU still runs a task: not
+        (2, 3, 3, 0, 1, 1),
+        (3, 0, 2, 2, 1, 0),
+        (0, 1, 1, 0, 0, 0), // not allowed there
+        (1, 1, 1, 0, 1, 0), // the wakee's CPU is this CPU
+        (0, 1, 5, 0, 1, 0), // another LLC
+    ] {
+        let bss = skel.maps.bss_data.as_mut().unwrap();
+        bss.nr_running = [1; MAX_CPUS];
+        bss.nr_running[this as usize] = this_nr;
+        bss.nr_running[cpu as usize] = cpu_nr;
+        let d = io(&mut skel);
+        d.this_cpu = this;
+        d.cpu = cpu;
+        d.flag = allowed;
+        d.out = 99;
+        run!(skel, test_ttwu_waking);
+        assert_eq!(
+            io(&mut skel).out,
+            want,
+            "this {this} (nr {this_nr}) wakee's cpu {cpu} (nr {cpu_nr}) allowed {allowed}"
+        );
+    }
+    skel.maps.bss_data.as_mut().unwrap().nr_running = [1; MAX_CPUS];
+}
+
+/// take_kick() (kick.bpf.h, ops.dispatch's `kicked`): clears this CPU's kick-pending bit
+/// and only it, true when it was set. Clearing every other bit instead (`~bit` -> `bit`)
+/// leaves this CPU's set for ever (KICK_SKIP_REDUNDANT then skips it) and drops the
+/// others' pending kicks.
+#[test]
+fn decide_take_kick_clears_its_own_bit_only() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let take = |skel: &mut SisTestSkel<'_>, pending: &[usize], cpu: i32| {
+        skel.maps.bss_data.as_mut().unwrap().kick_pending = words(pending);
+        let d = io(skel);
+        d.cpu = cpu;
+        d.out = 99;
+        run!(skel, test_take_kick);
+        (
+            io(skel).out,
+            skel.maps.bss_data.as_ref().unwrap().kick_pending,
+        )
+    };
+    assert_eq!(take(&mut skel, &[1, 3, 70], 3), (1, words(&[1, 70])));
+    assert_eq!(take(&mut skel, &[1, 70], 70), (1, words(&[1])));
+    // not asked: nothing changes
+    assert_eq!(take(&mut skel, &[1, 70], 3), (0, words(&[1, 70])));
+    assert_eq!(take(&mut skel, &[], 0), (0, words(&[])));
+    // taken once: the second take finds it clear (a CPU kicked once is not kicked for ever)
+    assert_eq!(take(&mut skel, &[5], 5), (1, words(&[])));
+    assert_eq!(take(&mut skel, &[], 5), (0, words(&[])));
+}
+
+/// wake_affine_weight()'s task load (task_load_update(), PELT's decay_load()): a period is
+/// 1024 us (ns >> 20), y^32 = 1/2. 32 periods asleep halve the load; 32 periods runnable
+/// bring it from 0 to half the weight's 1024; a new task (never slept) keeps its load over a
+/// zero-length run. Periods counted in us (ns >> 10) decay everything to 0; in 32 us
+/// (ns >> 15) the sleep takes the load to a 32nd.
+#[test]
+fn decide_task_load_decays_per_1024us() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let period: u64 = 1 << 20;
+    let update = |skel: &mut SisTestSkel<'_>, avg, runnable_at, quiescent_at, w, now| {
+        let bss = skel.maps.bss_data.as_mut().unwrap();
+        bss.task_load_io.avg = avg;
+        bss.task_load_io.runnable_at = runnable_at;
+        bss.task_load_io.quiescent_at = quiescent_at;
+        let d = io(skel);
+        d.flag = w;
+        d.now = now;
+        run!(skel, test_task_load);
+        let l = &skel.maps.bss_data.as_ref().unwrap().task_load_io;
+        (l.avg, l.quiescent_at)
+    };
+    let t0 = 1_000_000_000u64;
+    // asleep 32 periods, runnable 0: 1024 -> 512 (511: y^0 is 0xffffffff / 2^32)
+    let (avg, q) = update(&mut skel, 1024, t0 + 32 * period, t0, 100, t0 + 32 * period);
+    assert_eq!((avg, q), (511, t0 + 32 * period));
+    // asleep 16 periods: 1024 * 2^-1/2 = 724
+    let (avg, _) = update(&mut skel, 1024, t0 + 16 * period, t0, 100, t0 + 16 * period);
+    assert!((723..=724).contains(&avg), "{avg}");
+    // asleep less than a period: unchanged (1023: the table's y^0)
+    let (avg, _) = update(&mut skel, 1024, t0 + period - 1, t0, 100, t0 + period - 1);
+    assert_eq!(avg, 1023);
+    // runnable 32 periods from 0, weight 100 (1024): 1024 - 512 = 513 (the rounding of y^0)
+    let (avg, _) = update(&mut skel, 0, t0, t0, 100, t0 + 32 * period);
+    assert!((512..=513).contains(&avg), "{avg}");
+    // weight 200: twice
+    let (avg, _) = update(&mut skel, 0, t0, t0, 200, t0 + 32 * period);
+    assert!((1024..=1025).contains(&avg), "{avg}");
+    // never slept (quiescent_at 0), no run: the initial load stays (decay of 0 ns)
+    let (avg, _) = update(&mut skel, 1024, 0, 0, 100, t0);
+    assert_eq!(avg, 1023 + 1024 - 1023);
+}
+
 /// select_cpu's side of TTWU_QUEUE_DESCHED: the hand-off from sched_waking is consumed
 /// once; prev is taken straight when it can be claimed (the hit), else the wake-up still
 /// goes to prev without a search but counts no hit.
@@ -998,4 +1108,38 @@ fn decide_steal_shards_from_zero() {
     assert_eq!(run(&mut skel, true, [0, 0, 2]), (1, 3, vec![0, 0, 1]));
     assert_eq!(run(&mut skel, false, [0, 0, 2]), (-1, 1, vec![0, 0, 2]));
     assert_eq!(run(&mut skel, false, [1, 0, 2]), (1, 1, vec![0, 0, 2]));
+}
+
+/// The wait histogram's bucket (wait_hist.bpf.h's wait_bucket(), the scheduler's and the
+/// latency tracer's) is the one the reports decode (src/sched/wait_hist.rs): for waits
+/// from 0 ns to 2^63, each in [bucket_lo, bucket_hi) of its bucket. A generated mutant,
+/// `(msb - 1) * 4` -> `(msb - 2) * 4` (every wait reported an octave short), survived every
+/// host test before this one.
+#[test]
+fn decide_wait_bucket_is_the_reports_bucket() {
+    use crate::sched::wait_hist::{bucket_hi, bucket_lo, bucket_of, NR_BUCKETS};
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let mut ns: Vec<u64> = (0..8).collect();
+    for s in [3, 4, 5, 9, 10, 17, 20, 30, 40, 62, 63] {
+        ns.extend([(1u64 << s) - 1, 1 << s, (1 << s) + (1 << (s - 1)) + 1]);
+    }
+    ns.extend([999, 1_000_000, 123_456_789, 5_000_000_000, u64::MAX]);
+    for chunk in ns.chunks(64) {
+        let bss = skel.maps.bss_data.as_mut().unwrap();
+        bss.wait_ns = [0; 64];
+        bss.wait_ns[..chunk.len()].copy_from_slice(chunk);
+        run!(skel, test_wait_bucket);
+        let idx = skel.maps.bss_data.as_ref().unwrap().wait_idx;
+        for (i, &v) in chunk.iter().enumerate() {
+            let b = idx[i] as usize;
+            assert_eq!(b, bucket_of(v), "{v} ns");
+            // the last bucket, and the top one's end (2^64, saturated), are open
+            let open = b == NR_BUCKETS - 1 || bucket_hi(b) == u64::MAX;
+            assert!(
+                bucket_lo(b) <= v && (v < bucket_hi(b) || open),
+                "{v} ns in bucket {b}"
+            );
+        }
+    }
 }

@@ -129,6 +129,31 @@ impl Llc {
     }
 }
 
+/// vt_quiescent(): the lag captured, clamped to two of the task's slices (in `t.w`'s units).
+fn quiescent(llc: &Llc, t: &mut Task) {
+    let lim = llc.lag_limit(t.w);
+    t.vlag = (llc.v.wrapping_sub(t.v) as i64).clamp(-lim, lim);
+}
+
+/// vt_runnable(): placed at V - vlag.
+fn runnable(llc: &Llc, t: &mut Task) {
+    t.v = llc.v.wrapping_sub(t.vlag as u64);
+}
+
+/// vt_set_weight() (reweight_entity()): the lag V - v is kept in real-time terms,
+/// vlag' = vlag * w / w', for a runnable task (its lag now) and for a sleeping one (the
+/// lag it will be placed with) alike; `asleep_too` false is the old rule, which returned
+/// early for a sleeping task.
+fn set_weight(llc: &Llc, t: &mut Task, is_runnable: bool, w: u64, asleep_too: bool) {
+    if is_runnable {
+        let lag = llc.v.wrapping_sub(t.v) as i64 * t.w as i64 / w as i64;
+        t.v = llc.v.wrapping_sub(lag as u64);
+    } else if asleep_too {
+        t.vlag = t.vlag * t.w as i64 / w as i64;
+    }
+    t.w = w;
+}
+
 /// Run `tasks` on `nr_cpus` CPUs for `until` ns; returns the tasks with their longest waits.
 fn simulate(
     tasks: Vec<Task>,
@@ -536,5 +561,55 @@ fn skewed_shards_keep_the_per_shard_bound() {
             .map(|i| tasks[i].clone())
             .collect();
         assert_bounded(&in_s, shard_bound(in_s.len() as u64, 4, 5 * MS));
+    }
+}
+
+/// A task reniced while asleep is placed with the same real-time lag (lag x weight) as one
+/// reniced while runnable, as fair.c's reweight_entity() rescales se->vlag whether or not
+/// the entity is queued. The old rule (vt_set_weight() returned early for a sleeping task:
+/// its lag stayed in the old weight's units) places it 10x too far back after nice 0 -> a
+/// weight of 1000, and fails.
+#[test]
+fn reniced_asleep_keeps_its_real_time_lag() {
+    let llc = Llc {
+        v: 1 << 40,
+        load: 0,
+        rate_t: 0,
+        rate_v: 0,
+        guard: u64::MAX,
+        nr_cpus: 4,
+        slice: 3_000_000,
+        use_guard: false,
+    };
+    for (lag_ns, w_new) in [(1_000_000i64, 1000u64), (-2_000_000, 1000), (1_500_000, 15)] {
+        // a nice-0 task lag_ns of real time behind the clock: V - v = vt_scale(lag_ns, 100)
+        let mut t = task(100, Some(1_000_000), 1_000_000);
+        let lag_v = lag_ns * (VT_NICE0 * VT_SCALE) as i64 / 100;
+        t.v = llc.v.wrapping_sub(lag_v as u64);
+        // reniced while runnable, then asleep and woken
+        let mut a = t.clone();
+        set_weight(&llc, &mut a, true, w_new, true);
+        quiescent(&llc, &mut a);
+        runnable(&llc, &mut a);
+        // asleep, reniced while asleep, woken
+        for asleep_too in [true, false] {
+            let mut b = t.clone();
+            quiescent(&llc, &mut b);
+            set_weight(&llc, &mut b, false, w_new, asleep_too);
+            runnable(&llc, &mut b);
+            // real-time lag x VT_SCALE x 100: (V - v) * w (the lags stay inside the clamp)
+            let real = (llc.v.wrapping_sub(b.v) as i64) * w_new as i64;
+            if asleep_too {
+                assert_eq!(b.v, a.v, "lag {lag_ns} ns -> weight {w_new}");
+                assert!(
+                    (real - lag_v * 100).abs() < w_new as i64,
+                    "{real} {}",
+                    lag_v * 100
+                );
+            } else {
+                // the old rule: the lag kept in nice 0's units is w_new/100 times off
+                assert_ne!(b.v, a.v, "lag {lag_ns} ns -> weight {w_new}: old rule");
+            }
+        }
     }
 }

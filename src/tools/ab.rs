@@ -427,43 +427,7 @@ pub fn ab_main(opts: &AbOpts, shutdown: Arc<AtomicBool>) -> Result<()> {
         "restoring the original features (`scx_sisutil features --restore` tries again)",
     )?;
 
-    let vals = |s: &str| -> Vec<f64> {
-        per_round
-            .iter()
-            .filter(|r| r.side == s)
-            .map(|r| r.value)
-            .collect()
-    };
-    let (va, vb) = (vals("a"), vals("b"));
-    let (ma, mb) = (median(&va), median(&vb));
-    let d = diff_pct(ma, mb);
-    let p = RankTest::default().p_value(&va, &vb);
-    let what = if opts.metric.is_some() {
-        "the metric"
-    } else {
-        "wall time"
-    };
-    let report = Report {
-        a: opts.a.clone(),
-        b: opts.b.clone(),
-        a_features: features::to_words(words[0]).join(" "),
-        b_features: features::to_words(words[1]).join(" "),
-        cmd: opts.cmd.clone(),
-        metric: opts.metric.clone().unwrap_or_else(|| "wall_s".into()),
-        better,
-        rounds: opts.rounds,
-        order: "ABBA",
-        a_median: ma,
-        b_median: mb,
-        diff_pct: d,
-        p_value: p,
-        alpha: ALPHA,
-        test: TEST,
-        verdict: verdict(d, p, better, what),
-        a_stats: side_stats(&per_round, "a"),
-        b_stats: side_stats(&per_round, "b"),
-        per_round,
-    };
+    let report = assemble(opts, words, per_round, better);
     if opts.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
@@ -481,7 +445,10 @@ pub fn ab_main(opts: &AbOpts, shutdown: Arc<AtomicBool>) -> Result<()> {
         }
     );
     println!("{:<24} {:>14} {:>14}", "", "A", "B");
-    println!("{:<24} {:>14.4} {:>14.4}", "median", ma, mb);
+    println!(
+        "{:<24} {:>14.4} {:>14.4}",
+        "median", report.a_median, report.b_median
+    );
     for k in [
         "success_rate",
         "se_eff",
@@ -504,7 +471,7 @@ pub fn ab_main(opts: &AbOpts, shutdown: Arc<AtomicBool>) -> Result<()> {
     }
     println!(
         "diff B vs A: {:+.2} % (medians)  p = {:.4} ({})",
-        d, p, report.test
+        report.diff_pct, report.p_value, report.test
     );
     println!("{}", report.verdict);
     Ok(())
@@ -520,6 +487,48 @@ fn stats_of(
         Ok(v) => Ok(v),
         Err(StatsError::Interrupted) => bail!("interrupted"),
         Err(e) => Err(e).context("reading statistics (did scx_sisutil exit?)"),
+    }
+}
+
+/// The report of the rounds (`per_round`, sides "a" and "b"): each side's median, B's
+/// difference against A in % of A's median, the rank test's p over the rounds, the verdict.
+fn assemble(opts: &AbOpts, words: [u64; 2], per_round: Vec<Round>, better: Better) -> Report {
+    let vals = |s: &str| -> Vec<f64> {
+        per_round
+            .iter()
+            .filter(|r| r.side == s)
+            .map(|r| r.value)
+            .collect()
+    };
+    let (va, vb) = (vals("a"), vals("b"));
+    let (ma, mb) = (median(&va), median(&vb));
+    let d = diff_pct(ma, mb);
+    let p = RankTest::default().p_value(&va, &vb);
+    let what = if opts.metric.is_some() {
+        "the metric"
+    } else {
+        "wall time"
+    };
+    Report {
+        a: opts.a.clone(),
+        b: opts.b.clone(),
+        a_features: features::to_words(words[0]).join(" "),
+        b_features: features::to_words(words[1]).join(" "),
+        cmd: opts.cmd.clone(),
+        metric: opts.metric.clone().unwrap_or_else(|| "wall_s".into()),
+        better,
+        rounds: opts.rounds,
+        order: "ABBA",
+        a_median: ma,
+        b_median: mb,
+        diff_pct: d,
+        p_value: p,
+        alpha: ALPHA,
+        test: TEST,
+        verdict: verdict(d, p, better, what),
+        a_stats: side_stats(&per_round, "a"),
+        b_stats: side_stats(&per_round, "b"),
+        per_round,
     }
 }
 
@@ -769,6 +778,72 @@ mod tests {
         assert!(verdict(20.0, 0.03, Better::Higher, "x").starts_with("B is better"));
         assert!(verdict(20.0, 0.06, Better::Lower, "x").starts_with("no significant"));
         assert!(verdict(f64::INFINITY, 0.01, Better::Lower, "x").starts_with("no verdict"));
+        // the boundary: p = alpha is a difference (p <= 0.05), not "no significant"
+        let at = verdict(20.0, ALPHA, Better::Lower, "x");
+        assert!(at.starts_with("B is worse"), "{at}");
+        assert!(verdict(-20.0, ALPHA, Better::Lower, "x").starts_with("B is better"));
+        assert!(verdict(20.0, ALPHA + 1e-9, Better::Lower, "x").starts_with("no significant"));
+    }
+
+    fn opts(metric: Option<&str>) -> AbOpts {
+        AbOpts {
+            a: "default".into(),
+            b: "default,NO_SIS_PROP".into(),
+            rounds: 8,
+            metric: metric.map(str::to_string),
+            better: None,
+            settle: 0.0,
+            json: true,
+            conn: Default::default(),
+            cmd: vec!["true".into()],
+        }
+    }
+
+    /// Rounds in ABBA order with A's values `a` and B's values `b`.
+    fn abba(a: &[f64], b: &[f64]) -> Vec<Round> {
+        let (mut ia, mut ib) = (a.iter(), b.iter());
+        (0..(a.len() + b.len()) as u32)
+            .map(|r| {
+                let side = side_of(r);
+                let value = *if side == 0 { ia.next() } else { ib.next() }.unwrap();
+                Round {
+                    round: r + 1,
+                    side: if side == 0 { "a" } else { "b" },
+                    value,
+                    wall_s: value,
+                    stats: BTreeMap::from([("search".to_string(), value * 10.0)]),
+                }
+            })
+            .collect()
+    }
+
+    /// The report's figures from the rounds: B slower in wall time (lower is better) is
+    /// "B is worse" with a positive difference; B faster is "B is better", negative. The
+    /// difference's sign flipped (diff_pct(mb, ma)) or the sides' values swapped fails.
+    #[test]
+    fn report_of_the_rounds() {
+        let (a, b) = ([10.0, 10.1, 10.2, 10.3], [12.0, 12.1, 12.2, 12.3]);
+        let r = assemble(&opts(None), [0, 0], abba(&a, &b), Better::Lower);
+        assert!((r.a_median - 10.15).abs() < 1e-9 && (r.b_median - 12.15).abs() < 1e-9);
+        assert!(
+            (r.diff_pct - 100.0 * 2.0 / 10.15).abs() < 1e-9,
+            "{}",
+            r.diff_pct
+        );
+        assert!((r.p_value - 2.0 / 70.0).abs() < 1e-12, "{}", r.p_value);
+        assert!(r.verdict.starts_with("B is worse") && r.verdict.contains("wall time"));
+        assert_eq!(r.a_stats["search"], 101.5);
+        assert_eq!(r.b_stats["search"], 121.5);
+        let r = assemble(&opts(Some("x")), [0, 0], abba(&b, &a), Better::Lower);
+        assert!(
+            r.diff_pct < 0.0 && r.verdict.starts_with("B is better"),
+            "{}",
+            r.verdict
+        );
+        assert!(r.verdict.contains("the metric"));
+        let r = assemble(&opts(Some("x")), [0, 0], abba(&b, &a), Better::Higher);
+        assert!(r.verdict.starts_with("B is worse"), "{}", r.verdict);
+        assert_eq!(r.per_round.len(), 8);
     }
 
     #[test]

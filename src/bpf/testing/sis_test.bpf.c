@@ -14,6 +14,7 @@
 #include "sis.bpf.h"
 #include "idle.bpf.h"
 #include "decide.bpf.h"
+#include "wait_hist.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -164,9 +165,39 @@ static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
 	return dec_io.allowed[w & (MAX_CPUS / 64 - 1)];
 }
 
-/* the search runs over the primitives above; the sched_ext parts left out */
+/* the search runs over the primitives above; the sched_ext parts left out but the flag word */
 #define KICK_ENV_DEFINED
+#define KICK_FLAGS_TESTED
 #include "kick.bpf.h"
+
+/* take_kick(dec_io.cpu) on the flag word kick_pending (.bss, as the test set it): out whether
+ * the CPU's bit was set */
+SEC("syscall")
+int test_take_kick(void *a)
+{
+	dec_io.out = take_kick(dec_io.cpu);
+	return 0;
+}
+
+/* TTWU_QUEUE_DESCHED's condition at sched_waking on CPU dec_io.this_cpu, for a wakee
+ * descheduling on dec_io.cpu (allowed there: dec_io.flag) */
+SEC("syscall")
+int test_ttwu_waking(void *a)
+{
+	synth_this_cpu = dec_io.this_cpu;
+	dec_io.out = ttwu_waking_cond(dec_io.cpu, dec_io.flag);
+	return 0;
+}
+
+/* task_load_update() of task_load_io (.bss) for a task of weight dec_io.flag at dec_io.now */
+struct task_load task_load_io;
+
+SEC("syscall")
+int test_task_load(void *a)
+{
+	task_load_update(&task_load_io, dec_io.flag, dec_io.now);
+	return 0;
+}
 
 SEC("syscall")
 int test_wake_sync(void *a)
@@ -300,5 +331,22 @@ int test_queued(void *a)
 		queued_enter(&dec_io.desched, dec_io.llc);
 	else
 		queued_leave(&dec_io.desched);
+	return 0;
+}
+
+/*
+ * wait_bucket() (wait_hist.bpf.h: the bucket of a wait in the scheduler's histogram and
+ * the latency tracer's) of each of wait_ns[], into wait_idx[].
+ */
+u64 wait_ns[64];
+u32 wait_idx[64];
+
+SEC("syscall")
+int test_wait_bucket(void *a)
+{
+	u32 i;
+
+	bpf_for(i, 0, 64)
+		wait_idx[i & 63] = wait_bucket(wait_ns[i & 63]);
 	return 0;
 }
