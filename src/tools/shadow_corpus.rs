@@ -757,8 +757,9 @@ fn print_replay(r: &ReplayReport) {
         print_table(&one.report);
         return;
     }
+    let w = r.files.iter().map(|f| f.file.len()).max().unwrap_or(0).max(16);
     println!(
-        "{:<40} {:<16} {:<24} {:<10} {:>9} {:>9} {:>8} {:>9}",
+        "{:<w$} {:<16} {:<24} {:<10} {:>9} {:>9} {:>8} {:>9}",
         "file", "host", "kernel", "attach", "records", "compared", "racy", "agreed%"
     );
     for f in &r.files {
@@ -769,7 +770,7 @@ fn print_replay(r: &ReplayReport) {
             .map(|m| format!("  (mutant {:.2} %)", m.agreement_pct))
             .unwrap_or_default();
         println!(
-            "{:<40} {:<16} {:<24} {:<10} {:>9} {:>9} {:>8} {:>9.2}{m}",
+            "{:<w$} {:<16} {:<24} {:<10} {:>9} {:>9} {:>8} {:>9.2}{m}",
             f.file,
             f.host,
             f.report.kernel,
@@ -787,7 +788,7 @@ fn print_replay(r: &ReplayReport) {
         .map(|m| format!("  (mutant {:.2} %)", m.agreement_pct))
         .unwrap_or_default();
     println!(
-        "{:<40} {:<16} {:<24} {:<10} {:>9} {:>9} {:>8} {:>9.2}{m}",
+        "{:<w$} {:<16} {:<24} {:<10} {:>9} {:>9} {:>8} {:>9.2}{m}",
         format!("total ({} files)", t.files),
         "",
         "",

@@ -7,7 +7,8 @@
 #   idle        two shell loops that sleep 5 ms (fork, exec, wait: a few wake-ups a tick)
 #   mixed       + hackbench over pipes (1 group of 2+2 tasks) and stress-ng --cpu at 50 % on a
 #               quarter of the CPUs (shadow.sh's load)
-#   overloaded  + stress-ng --cpu on twice the CPUs at 100 %
+#   overloaded  + stress-ng --cpu on 1.5x the CPUs at 100 % (2x starved shadow's own load
+#               under TCG: 250 s for a 5 s recording)
 # Each recording is printed to stdout gzip'ed and base64'ed between the lines
 # `CORPUS-FILE NAME BYTES` and `CORPUS-END` (NAME: KERNEL-LABEL-ATTACH-PHASE.jsonl), for the
 # host to cut out (tests/corpus/README.md). FIGUREs: records per recording.
@@ -56,9 +57,9 @@ sleep 1
 phase=mixed
 for mode in "${modes[@]}"; do record "$mode" "$phase"; done
 
-stress-ng --cpu $((ncpu * 2)) --timeout 600s > /dev/null 2>&1 &
+stress-ng --cpu $((ncpu * 3 / 2)) --timeout 600s > /dev/null 2>&1 &
 bg $!
-stress_workers_up $((ncpu * 2))
+stress_workers_up $((ncpu * 3 / 2))
 phase=overloaded
 for mode in "${modes[@]}"; do record "$mode" "$phase"; done
 
