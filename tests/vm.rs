@@ -337,7 +337,9 @@ fn shadow(name: &str, kernel: &str, modes: &[&str]) {
     ];
     for m in modes {
         checks.push(format!("{m}: attachment = {m}"));
-        checks.push(format!("{m}: the replay of the recording gives the live figures"));
+        checks.push(format!(
+            "{m}: the replay of the recording gives the live figures"
+        ));
         checks.push(format!("{m}: the mutant replays the same records"));
         checks.push(format!("{m}: the mutant port agrees less"));
     }
@@ -366,7 +368,10 @@ fn shadow(name: &str, kernel: &str, modes: &[&str]) {
             f("dropped"),
             f("undecided")
         );
-        println!("{name}: {m}: {} records replayed from the file", f("records"));
+        println!(
+            "{name}: {m}: {} records replayed from the file",
+            f("records")
+        );
         assert!(
             compared >= SHADOW_MIN_COMPARED as f64,
             "{name}: {m}: {compared} compared"

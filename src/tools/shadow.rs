@@ -1154,7 +1154,11 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         .map(crate::tools::calibrate::fit_from_report)
         .transpose()?;
     // a --record FILE that cannot be written fails now too
-    let record_out = opts.record.as_deref().map(corpus::Out::create).transpose()?;
+    let record_out = opts
+        .record
+        .as_deref()
+        .map(corpus::Out::create)
+        .transpose()?;
     check_no_sched_ext()?;
     let t = scx_utils::Topology::new().context("reading the CPU topology")?;
     let desc = TopoDesc::from_scx(&t);
@@ -1610,8 +1614,8 @@ mod tests {
         const MIN_SYNC: usize = 50;
         let mut secs = 1;
         let rec = loop {
-            let rec =
-                record(&topo, secs, &[Attach::Tracepoint], &never, false).expect("tracepoint attach");
+            let rec = record(&topo, secs, &[Attach::Tracepoint], &never, false)
+                .expect("tracepoint attach");
             let (n, sync) = (rec.recs.len(), sync_of(&rec));
             println!(
                 "tracepoint, {secs} s: {n} wake-ups (want >= {MIN_RECS}), {sync} WF_SYNC (want >= {MIN_SYNC})"

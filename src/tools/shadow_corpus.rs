@@ -104,7 +104,11 @@ fn mask_of(cpus: &[u32]) -> Result<[u64; 8]> {
 }
 
 fn comm_of(c: &[i8; 16]) -> String {
-    let bytes: Vec<u8> = c.iter().take_while(|&&b| b != 0).map(|&b| b as u8).collect();
+    let bytes: Vec<u8> = c
+        .iter()
+        .take_while(|&&b| b != 0)
+        .map(|&b| b as u8)
+        .collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
@@ -265,23 +269,26 @@ impl Reader {
     /// format or version is refused in one line.
     pub fn open(path: &Path) -> Result<Reader> {
         let name = path.display();
-        let (lines, child): (Box<dyn BufRead>, _) =
-            if path.extension().is_some_and(|e| e == "zst") {
-                if !path.is_file() {
-                    bail!("{name}: no such file");
-                }
-                let mut child = Command::new("zstd")
-                    .args(["-dcq", "--"])
-                    .arg(path)
-                    .stdout(Stdio::piped())
-                    .spawn()
-                    .with_context(|| format!("{name}: reading a .zst needs the zstd command"))?;
-                let out = child.stdout.take().context("zstd's stdout")?;
-                (Box::new(BufReader::with_capacity(1 << 20, out)), Some(child))
-            } else {
-                let f = File::open(path).with_context(|| format!("{name}: cannot open it"))?;
-                (Box::new(BufReader::with_capacity(1 << 20, f)), None)
-            };
+        let (lines, child): (Box<dyn BufRead>, _) = if path.extension().is_some_and(|e| e == "zst")
+        {
+            if !path.is_file() {
+                bail!("{name}: no such file");
+            }
+            let mut child = Command::new("zstd")
+                .args(["-dcq", "--"])
+                .arg(path)
+                .stdout(Stdio::piped())
+                .spawn()
+                .with_context(|| format!("{name}: reading a .zst needs the zstd command"))?;
+            let out = child.stdout.take().context("zstd's stdout")?;
+            (
+                Box::new(BufReader::with_capacity(1 << 20, out)),
+                Some(child),
+            )
+        } else {
+            let f = File::open(path).with_context(|| format!("{name}: cannot open it"))?;
+            (Box::new(BufReader::with_capacity(1 << 20, f)), None)
+        };
         let mut r = Reader {
             path: path.to_path_buf(),
             lines,
@@ -313,8 +320,9 @@ impl Reader {
         if !r.next_line()? {
             bail!("{name}: empty, not a shadow recording ({want})");
         }
-        let v: serde_json::Value = serde_json::from_str(&r.buf)
-            .map_err(|_| anyhow::anyhow!("{name}: not a shadow recording: its first line is not JSON ({want})"))?;
+        let v: serde_json::Value = serde_json::from_str(&r.buf).map_err(|_| {
+            anyhow::anyhow!("{name}: not a shadow recording: its first line is not JSON ({want})")
+        })?;
         let (fmt, ver) = (v.get("format"), v.get("version"));
         if fmt.and_then(|f| f.as_str()) != Some(FORMAT) {
             bail!(
@@ -499,19 +507,17 @@ impl Acc {
     fn policy_rows(&self) -> Vec<PolicyRow> {
         self.pol
             .iter()
-            .map(|(name, f, n, scanned, idle, same)| {
-                PolicyRow {
-                    policy: name.clone(),
-                    features: f.clone(),
-                    wakeups: *n,
-                    cpus_examined_per_wakeup: if *n == 0 {
-                        0.0
-                    } else {
-                        *scanned as f64 / *n as f64
-                    },
-                    idle_found_pct: pct(*idle, *n),
-                    same_as_kernel_pct: pct(*same, *n),
-                }
+            .map(|(name, f, n, scanned, idle, same)| PolicyRow {
+                policy: name.clone(),
+                features: f.clone(),
+                wakeups: *n,
+                cpus_examined_per_wakeup: if *n == 0 {
+                    0.0
+                } else {
+                    *scanned as f64 / *n as f64
+                },
+                idle_found_pct: pct(*idle, *n),
+                same_as_kernel_pct: pct(*same, *n),
             })
             .collect()
     }
@@ -659,7 +665,10 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
             drop(tx);
             let mut acc = Acc::default();
             for h in hs {
-                acc.add(&h.join().map_err(|_| anyhow::anyhow!("a replay worker panicked"))??);
+                acc.add(
+                    &h.join()
+                        .map_err(|_| anyhow::anyhow!("a replay worker panicked"))??,
+                );
             }
             read?;
             Ok(acc)
@@ -753,11 +762,20 @@ pub fn replay(paths: &[PathBuf], args: ReplayArgs, sis_fit: String) -> Result<Re
 
 fn print_replay(r: &ReplayReport) {
     if let [one] = r.files.as_slice() {
-        println!("file {}  host {}  records {}", one.file, one.host, one.records);
+        println!(
+            "file {}  host {}  records {}",
+            one.file, one.host, one.records
+        );
         print_table(&one.report);
         return;
     }
-    let w = r.files.iter().map(|f| f.file.len()).max().unwrap_or(0).max(16);
+    let w = r
+        .files
+        .iter()
+        .map(|f| f.file.len())
+        .max()
+        .unwrap_or(0)
+        .max(16);
     println!(
         "{:<w$} {:<16} {:<24} {:<10} {:>9} {:>9} {:>8} {:>9}",
         "file", "host", "kernel", "attach", "records", "compared", "racy", "agreed%"
@@ -935,7 +953,12 @@ mod tests {
             assert_eq!(e.lines().count(), 1, "{e}");
             assert!(e.contains(want) && e.contains(name), "{name}: {e}");
         }
-        let e = format!("{:#}", Reader::open(Path::new("/nonexistent.jsonl.zst")).err().unwrap());
+        let e = format!(
+            "{:#}",
+            Reader::open(Path::new("/nonexistent.jsonl.zst"))
+                .err()
+                .unwrap()
+        );
         assert!(e.contains("no such file"), "{e}");
     }
 
