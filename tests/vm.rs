@@ -321,32 +321,36 @@ vm_tests! {
 
 // ---------------------------------------------------------------------------------------
 // D2. shadow: the kernel as the oracle. The kernel's own wake-up placements (EEVDF, no
-// sched_ext attached) under mixed load, replayed through the port: >= 1000 compared,
-// >= 95 % agreement, and the mutant port (scan from target) on the same records agrees less.
+// sched_ext attached) under mixed load, traced and replayed live on each kernel: >= 300
+// compared, >= 95 % agreement, the mutant port (scan from target) on the same records agrees
+// less, and the --record file replayed (`shadow --replay`) gives the live figures exactly.
+// The port's agreement with real kernels is checked on every `cargo test` by the corpus test
+// (tests/corpus, src/tools/shadow_corpus.rs): this only proves recording and replay per kernel.
 
-const SHADOW_MIN_COMPARED: u64 = 1000;
+const SHADOW_MIN_COMPARED: u64 = 300;
 const SHADOW_MIN_AGREEMENT_PCT: f64 = 95.0;
 
 fn shadow(name: &str, kernel: &str, modes: &[&str]) {
     let mut checks = vec![
         "shadow refuses while a sched_ext scheduler is attached".to_string(),
-        "fit: calibrate's report".to_string(),
         "no sched_ext scheduler attached".to_string(),
     ];
     for m in modes {
         checks.push(format!("{m}: attachment = {m}"));
-        checks.push(format!("{m}: the SIS_FIT row"));
+        checks.push(format!(
+            "{m}: the replay of the recording gives the live figures"
+        ));
         checks.push(format!("{m}: the mutant replays the same records"));
         checks.push(format!("{m}: the mutant port agrees less"));
     }
     let checks: Vec<&str> = checks.iter().map(String::as_str).collect();
     // 1200 s: a hang guard. A window short of SHADOW_MIN_COMPARED is recorded again (shadow.sh);
-    // a rehearsal at host load ~10 got 811 in kprobe's first 16 s window, 2,270 in its
-    // second, and reached the third mode 549 s into the run, past the old 600 s.
+    // with 16 s windows and a 1000 floor, a rehearsal at host load ~10 reached the third mode
+    // 549 s into the run.
     let o = run_script(
         name,
         Vm::new(kernel, 1200).smp(SMT2LLC),
-        &format!("shadow.sh 16 {}", modes.join(" ")),
+        &format!("shadow.sh 8 {}", modes.join(" ")),
         &checks,
         &[],
     );
@@ -365,12 +369,8 @@ fn shadow(name: &str, kernel: &str, modes: &[&str]) {
             f("undecided")
         );
         println!(
-            "{name}: {m}: CPUs examined per wake-up / idle CPU found %: patched {} / {}, patched+SIS_FIT {} / {} (fit: {} wake-ups)",
-            f("patched_cpus"),
-            f("patched_idle_pct"),
-            f("patched+SIS_FIT_cpus"),
-            f("patched+SIS_FIT_idle_pct"),
-            o.figure("fit_wakeups").unwrap_or_default().trim()
+            "{name}: {m}: {} records replayed from the file",
+            f("records")
         );
         assert!(
             compared >= SHADOW_MIN_COMPARED as f64,

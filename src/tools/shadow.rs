@@ -42,6 +42,10 @@ use rskel::{ShadowReplaySkel, ShadowReplaySkelBuilder};
 use skel::types::shadow_rec as Rec;
 use skel::ShadowSkelBuilder;
 
+/// `--record FILE` / `--replay FILE...`: the recordings' format and their replay
+#[path = "shadow_corpus.rs"]
+mod corpus;
+
 const MAX_CPUS: usize = bi::sis_consts_MAX_CPUS as usize;
 const WORDS: usize = MAX_CPUS / 64;
 const STAT_NR: usize = bi::sis_stat_STAT_NR as usize;
@@ -109,6 +113,19 @@ pub struct ShadowOpts {
     /// kernel's nr_idle_scan. Without it, no SIS_FIT row (one line says so)
     #[arg(long, value_name = "FILE.json")]
     pub fit: Option<PathBuf>,
+    /// Also write every recorded wake-up (snapshot and the kernel's CPU) with the kernel's
+    /// release, topology, features and attachment to FILE, JSON Lines (format
+    /// `scx_sisutil-shadow` 1, README): `--replay` reads it on any machine
+    #[arg(long, value_name = "FILE.jsonl", conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+    /// With --record: also the waker's and the wakee's process names (comm) in each
+    /// record; without it the file names no process
+    #[arg(long, requires = "record")]
+    pub comm: bool,
+    /// Replay recorded files (--record; `.zst` through the zstd command) instead of
+    /// tracing: one report, a row per file and the total. Needs bpf() only
+    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with_all = ["attach", "kprobe"])]
+    pub replay: Vec<PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -384,6 +401,7 @@ fn record(
     secs: u64,
     modes: &[Attach],
     stop: &Arc<AtomicBool>,
+    comm: bool,
 ) -> Result<Recording> {
     let mut errs = vec![];
     for &mode in modes {
@@ -408,6 +426,7 @@ fn record(
         let ro = open.maps.rodata_data.as_mut().context("no rodata")?;
         // SAFETY: both are intf.h's struct sis_topo
         unsafe { copy_same_c_type(topo, &mut ro.topo) };
+        ro.record_comm = comm;
         if let Some(r) = kallsyms_ranges(&SYNC_FNS) {
             for (i, (lo, hi)) in r.into_iter().enumerate() {
                 ro.sync_fn_lo[i] = lo;
@@ -926,6 +945,18 @@ fn analyse(
 ) -> Result<Analysis> {
     let mut obj = MaybeUninit::<OpenObject>::uninit();
     let mut rp = Replay::load(&mut obj, topo, ro.hz, ro.fit)?;
+    analyse_with(&mut rp, recs, feat, policies, dump, racy_given)
+}
+
+/// analyse() on a loaded replay object (the corpus replays a file in chunks through one)
+fn analyse_with(
+    rp: &mut Replay,
+    recs: &[Rec],
+    feat: u64,
+    policies: &[(String, u64)],
+    dump: bool,
+    racy_given: Option<&[bool]>,
+) -> Result<Analysis> {
     let (mut compared, mut racy, mut agreed, mut current, mut idle_available) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut dis: BTreeMap<String, u64> = BTreeMap::new();
@@ -993,14 +1024,25 @@ fn analyse(
         if port.cpu == r.chosen {
             agreed += 1;
         } else {
-            let step = classify(&mut rp, r, feat, &entry, &port)?;
+            let step = classify(rp, r, feat, &entry, &port)?;
             *dis.entry(step.to_string()).or_default() += 1;
             if dump {
                 eprintln!("{}", dump_line(step, r, &entry, &port));
             }
         }
+        // a policy whose word is the kernel's (the `kernel` row; `patched` where the kernel's
+        // features are its) is the port's run again: each replay sets the whole machine
+        // from the snapshot, so the same word gives the same run
+        let mut runs: Vec<(u64, Run)> = vec![(feat, port.clone())];
         for (i, (_, w)) in policies.iter().enumerate() {
-            let run = rp.run(r, *w, &entry, -2)?.0;
+            let run = match runs.iter().find(|(x, _)| x == w) {
+                Some((_, run)) => run.clone(),
+                None => {
+                    let run = rp.run(r, *w, &entry, -2)?.0;
+                    runs.push((*w, run.clone()));
+                    run
+                }
+            };
             let p = &mut pol[i];
             p.0 += 1;
             p.1 += stat(&run, bi::sis_stat_STAT_SCANNED);
@@ -1108,6 +1150,9 @@ fig.suptitle(title, fontsize=9); fig.tight_layout(); fig.savefig(out, format="pn
 "#;
 
 pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
+    if !opts.replay.is_empty() {
+        return corpus::replay_main(opts);
+    }
     if unsafe { libc::geteuid() } != 0 {
         bail!(
             "must run as root: the tracer attaches BPF programs to select_task_rq_fair (try sudo)"
@@ -1125,9 +1170,16 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         .as_deref()
         .map(crate::tools::calibrate::fit_from_report)
         .transpose()?;
+    // a --record FILE that cannot be written fails now too
+    let record_out = opts
+        .record
+        .as_deref()
+        .map(corpus::Out::create)
+        .transpose()?;
     check_no_sched_ext()?;
     let t = scx_utils::Topology::new().context("reading the CPU topology")?;
-    let mut topo = TopoDesc::from_scx(&t).build()?;
+    let desc = TopoDesc::from_scx(&t);
+    let mut topo = desc.build()?;
     let (feat, features_source) = kernel_features();
     let fit = fitted.map(|(row, _)| row);
     let fit_policy = sis_fit_policy()?;
@@ -1160,7 +1212,7 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         not_kept,
         skipped,
         sync_check,
-    } = record(&topo, opts.duration, &modes, stop)?;
+    } = record(&topo, opts.duration, &modes, stop, opts.comm)?;
     let duration_s = started.elapsed().as_secs_f64();
     // the kernel's HZ (record_wakee's decay period); 250 when the run is too short to tell
     let hz = infer_hz(&recs).unwrap_or(250);
@@ -1210,6 +1262,9 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         sis_fit,
         mutant,
     };
+    if let Some(out) = record_out {
+        out.write(&rep, &desc, feat, &recs, opts.comm)?;
+    }
     if opts.json {
         println!("{}", serde_json::to_string(&rep)?);
     } else {
@@ -1594,8 +1649,8 @@ mod tests {
         const MIN_SYNC: usize = 50;
         let mut secs = 1;
         let rec = loop {
-            let rec =
-                record(&topo, secs, &[Attach::Tracepoint], &never).expect("tracepoint attach");
+            let rec = record(&topo, secs, &[Attach::Tracepoint], &never, false)
+                .expect("tracepoint attach");
             let (n, sync) = (rec.recs.len(), sync_of(&rec));
             println!(
                 "tracepoint, {secs} s: {n} wake-ups (want >= {MIN_RECS}), {sync} WF_SYNC (want >= {MIN_SYNC})"

@@ -57,6 +57,9 @@ const volatile struct sis_topo topo;
 #define SHADOW_STACK_DEPTH	32
 const volatile u64 sync_fn_lo[SHADOW_SYNC_FNS], sync_fn_hi[SHADOW_SYNC_FNS];
 
+/* shadow --record --comm: the waker's and the wakee's comm in each record (never otherwise) */
+const volatile bool record_comm;
+
 /* One wake-up; field order is the record's ABI with src/tools/shadow.rs (through the skeleton). */
 struct shadow_rec {
 	u64 jiffies;
@@ -98,6 +101,8 @@ struct shadow_rec {
 	u32 preempt_count;	/* preempt_count() of the waker (in_task()), low 32 bits */
 	u32 pc_layout;		/* SHADOW_PC_*: its layout; 0 not read (tracepoints) */
 	u64 util_sum[2];	/* the LLC's sum of cpu_util_cfs(): [0] this_cpu's, [1] prev's */
+	char waker_comm[16];	/* record_comm only (shadow --record --comm); else zeros */
+	char wakee_comm[16];
 };
 
 /*
@@ -531,6 +536,10 @@ static __always_inline int on_entry(void *ctx, struct task_struct *p, s32 prev,
 	r->waker_flips = BPF_CORE_READ(cur, wakee_flips);
 	r->waker_decay_ts = BPF_CORE_READ(cur, wakee_flip_decay_ts);
 	r->wakee_flips = BPF_CORE_READ(p, wakee_flips);
+	if (record_comm) {
+		bpf_get_current_comm(r->waker_comm, sizeof(r->waker_comm));
+		bpf_probe_read_kernel_str(r->wakee_comm, sizeof(r->wakee_comm), p->comm);
+	}
 
 	this_rq = shadow_rq(this_cpu, tp);
 	prev_rq = prev >= 0 && prev < MAX_CPUS ? shadow_rq(prev, tp) : NULL;

@@ -1,0 +1,1033 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! `shadow --record FILE` and `shadow --replay FILE...`: the kernel's decisions kept as a
+//! file, and replayed through the same BPF replay object as the live command
+//! (shadow_replay.bpf.c, BPF_PROG_TEST_RUN: no tracing, no sched_ext).
+//!
+//! The format, `scx_sisutil-shadow` version 1, is JSON Lines (README, "Recordings"): a
+//! header line (the format's name and version, host, kernel release, attachment, the port's
+//! features for the kernel, HZ, the topology as one object per CPU, what the recording lost)
+//! and one object per wake-up, shadow.bpf.c's `struct shadow_rec` field for field with its
+//! CPU masks as lists of CPU ids. JSON Lines because every tool reads it (jq, DuckDB's
+//! read_json, pandas) and serde_json is already here; Parquet's crates would double the
+//! build on this project's 2 cores for a file that `zstd` shrinks ~10x as well.
+//! Process names only with `--comm`.
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::mem::MaybeUninit;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use libbpf_rs::OpenObject;
+
+use super::{
+    analyse_with, fit_note, mutate_scan_start, parse_policy, pct, print_table, sis_fit_policy,
+    Analysis, PolicyRow, Rec, Replay, Report, ShadowOpts, SyncCheck,
+};
+use crate::sched::features;
+use crate::sched::sis_fit::FitRow;
+use crate::sched::topology::{CpuDesc, TopoDesc};
+
+/// The format's name and the one version this build reads and writes.
+pub const FORMAT: &str = "scx_sisutil-shadow";
+pub const VERSION: u32 = 1;
+/// Records replayed per pass through the replay object (memory bound of a replay).
+const CHUNK: usize = 1 << 16;
+
+/// The header line.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct Header {
+    pub format: String,
+    pub version: u32,
+    /// the program that wrote it
+    pub recorded_by: String,
+    pub host: String,
+    /// the kernel's release (uname -r)
+    pub kernel: String,
+    /// fentry, kprobe or tracepoint
+    pub attach: String,
+    /// the port's features the kernel's map to (the replay's feature word)
+    pub features: Vec<String>,
+    pub features_source: String,
+    /// the kernel's HZ (from the records' clock; 250 when too short to tell)
+    pub hz: u64,
+    pub duration_s: f64,
+    /// record lines that follow
+    pub records: u64,
+    /// WF_TTWU wake-ups seen (records + not_kept)
+    pub wakeups: u64,
+    /// lost in the per-CPU rings
+    pub dropped: u64,
+    /// over the recorder's memory bound: counted, not written
+    pub not_kept: u64,
+    pub not_recorded: BTreeMap<String, u64>,
+    /// fentry, kprobe: WF_SYNC from the call stack against wake_flags [agree, differ]
+    pub sync_from_stack: Option<[u64; 2]>,
+    /// the records carry waker_comm and wakee_comm
+    pub comm: bool,
+    /// one object per present CPU: id, LLC id, core id (unique), NUMA node
+    pub topology: Vec<CpuLine>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct CpuLine {
+    pub cpu: usize,
+    pub llc: usize,
+    pub core: usize,
+    pub node: usize,
+}
+
+fn cpus_of(mask: &[u64; 8]) -> Vec<u32> {
+    let mut v = vec![];
+    for (w, &bits) in mask.iter().enumerate() {
+        let mut b = bits;
+        while b != 0 {
+            v.push(w as u32 * 64 + b.trailing_zeros());
+            b &= b - 1;
+        }
+    }
+    v
+}
+
+fn mask_of(cpus: &[u32]) -> Result<[u64; 8]> {
+    let mut m = [0u64; 8];
+    for &c in cpus {
+        if c >= 512 {
+            bail!("CPU {c} over 511");
+        }
+        m[c as usize / 64] |= 1 << (c % 64);
+    }
+    Ok(m)
+}
+
+fn comm_of(c: &[i8; 16]) -> String {
+    let bytes: Vec<u8> = c
+        .iter()
+        .take_while(|&&b| b != 0)
+        .map(|&b| b as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn comm_to(s: &str) -> [i8; 16] {
+    let mut c = [0i8; 16];
+    for (d, b) in c.iter_mut().zip(s.bytes().take(15)) {
+        *d = b as i8;
+    }
+    c
+}
+
+/// RecLine: `struct shadow_rec` as a JSON object; the masks as CPU lists.
+macro_rules! rec_line {
+    (scalars: $($s:ident: $st:ty),* ; pairs: $($p:ident: $pt:ty),* ; masks: $($m:ident),*) => {
+        #[derive(Serialize, Deserialize, Debug)]
+        pub struct RecLine {
+            $(pub $s: $st,)*
+            $(pub $p: [$pt; 2],)*
+            $(pub $m: Vec<u32>,)*
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub waker_comm: Option<String>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub wakee_comm: Option<String>,
+        }
+
+        fn to_line(r: &Rec, comm: bool) -> RecLine {
+            RecLine {
+                $($s: r.$s,)*
+                $($p: r.$p,)*
+                $($m: cpus_of(&r.$m),)*
+                waker_comm: comm.then(|| comm_of(&r.waker_comm)),
+                wakee_comm: comm.then(|| comm_of(&r.wakee_comm)),
+            }
+        }
+
+        fn from_line(l: &RecLine) -> Result<Rec> {
+            let mut r = Rec::default();
+            $(r.$s = l.$s;)*
+            $(r.$p = l.$p;)*
+            $(r.$m = mask_of(&l.$m).context(stringify!($m))?;)*
+            if let Some(c) = &l.waker_comm {
+                r.waker_comm = comm_to(c);
+            }
+            if let Some(c) = &l.wakee_comm {
+                r.wakee_comm = comm_to(c);
+            }
+            Ok(r)
+        }
+    };
+}
+
+rec_line! {
+    scalars: jiffies: u64, ns: u64, this_cpu: i32, prev: i32, chosen: i32, wake_flags: u32,
+        recent_used_cpu: i32, pcpu_kthread: u32, sync: u32, last_wakee_is_p: u32,
+        waker_flips: u32, wakee_flips: u32, waker_decay_ts: u64, waker_flips_exit: u32,
+        this_nr_running: u32, waker_decay_ts_exit: u64, this_load: u64, prev_load: u64,
+        waker_load: u64, wakee_load: u64, this_cap: u64, prev_cap: u64, avg_idle: u64,
+        unknown: u32, on_cpu: u32, this_nr_delayed: u32, stack_sync: i32, preempt_count: u32,
+        pc_layout: u32;
+    pairs: has_idle_cores: i32, nr_idle_scan: i32, has_idle_cores_exit: i32,
+        nr_idle_scan_exit: i32, util_sum: u64;
+    masks: avail_idle, sched_idle, idle_exit, read, allowed
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// A --record file, created before the recording (a bad path fails before anything is traced).
+pub struct Out {
+    path: PathBuf,
+    file: File,
+}
+
+impl Out {
+    pub fn create(path: &Path) -> Result<Out> {
+        let file = File::create(path)
+            .with_context(|| format!("--record {}: cannot create it", path.display()))?;
+        Ok(Out {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    /// The header from the live report, then each record.
+    pub fn write(
+        self,
+        rep: &Report,
+        topo: &TopoDesc,
+        feat: u64,
+        recs: &[Rec],
+        comm: bool,
+    ) -> Result<()> {
+        let h = Header {
+            format: FORMAT.into(),
+            version: VERSION,
+            recorded_by: format!("scx_sisutil {}", env!("CARGO_PKG_VERSION")),
+            host: hostname(),
+            kernel: rep.kernel.clone(),
+            attach: rep.attach.clone(),
+            features: features::names_on(feat)
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            features_source: rep.features_source.clone(),
+            hz: rep.hz,
+            duration_s: rep.duration_s,
+            records: recs.len() as u64,
+            wakeups: rep.wakeups,
+            dropped: rep.dropped,
+            not_kept: rep.not_kept,
+            not_recorded: rep.not_recorded.clone(),
+            sync_from_stack: rep.sync_from_stack.as_ref().map(|s| [s.agree, s.differ]),
+            comm,
+            topology: topo
+                .cpus
+                .iter()
+                .map(|c| CpuLine {
+                    cpu: c.id,
+                    llc: c.llc,
+                    core: c.core,
+                    node: c.node,
+                })
+                .collect(),
+        };
+        let ctx = || format!("--record {}: writing", self.path.display());
+        let mut w = BufWriter::new(self.file);
+        serde_json::to_writer(&mut w, &h).with_context(ctx)?;
+        w.write_all(b"\n").with_context(ctx)?;
+        for r in recs {
+            serde_json::to_writer(&mut w, &to_line(r, comm)).with_context(ctx)?;
+            w.write_all(b"\n").with_context(ctx)?;
+        }
+        w.flush().with_context(ctx)?;
+        eprintln!(
+            "shadow: recorded {} wake-ups to {}",
+            recs.len(),
+            self.path.display()
+        );
+        Ok(())
+    }
+}
+
+/// A recording being read: its header, then its records line by line.
+pub struct Reader {
+    path: PathBuf,
+    lines: Box<dyn BufRead>,
+    child: Option<Child>,
+    line_no: u64,
+    buf: String,
+    pub header: Header,
+}
+
+impl Reader {
+    /// Open `path` (`.zst`: through `zstd -dc`) and read its header; a file of another
+    /// format or version is refused in one line.
+    pub fn open(path: &Path) -> Result<Reader> {
+        let name = path.display();
+        let (lines, child): (Box<dyn BufRead>, _) = if path.extension().is_some_and(|e| e == "zst")
+        {
+            if !path.is_file() {
+                bail!("{name}: no such file");
+            }
+            let mut child = Command::new("zstd")
+                .args(["-dcq", "--"])
+                .arg(path)
+                .stdout(Stdio::piped())
+                .spawn()
+                .with_context(|| format!("{name}: reading a .zst needs the zstd command"))?;
+            let out = child.stdout.take().context("zstd's stdout")?;
+            (
+                Box::new(BufReader::with_capacity(1 << 20, out)),
+                Some(child),
+            )
+        } else {
+            let f = File::open(path).with_context(|| format!("{name}: cannot open it"))?;
+            (Box::new(BufReader::with_capacity(1 << 20, f)), None)
+        };
+        let mut r = Reader {
+            path: path.to_path_buf(),
+            lines,
+            child,
+            line_no: 0,
+            buf: String::new(),
+            header: Header {
+                format: String::new(),
+                version: 0,
+                recorded_by: String::new(),
+                host: String::new(),
+                kernel: String::new(),
+                attach: String::new(),
+                features: vec![],
+                features_source: String::new(),
+                hz: 0,
+                duration_s: 0.0,
+                records: 0,
+                wakeups: 0,
+                dropped: 0,
+                not_kept: 0,
+                not_recorded: BTreeMap::new(),
+                sync_from_stack: None,
+                comm: false,
+                topology: vec![],
+            },
+        };
+        let want = format!("this scx_sisutil reads {FORMAT} version {VERSION}");
+        if !r.next_line()? {
+            bail!("{name}: empty, not a shadow recording ({want})");
+        }
+        let v: serde_json::Value = serde_json::from_str(&r.buf).map_err(|_| {
+            anyhow::anyhow!("{name}: not a shadow recording: its first line is not JSON ({want})")
+        })?;
+        let (fmt, ver) = (v.get("format"), v.get("version"));
+        if fmt.and_then(|f| f.as_str()) != Some(FORMAT) {
+            bail!(
+                "{name}: not a shadow recording (format {}; {want})",
+                fmt.map(|f| f.to_string()).unwrap_or("missing".into())
+            );
+        }
+        if ver.and_then(|v| v.as_u64()) != Some(VERSION as u64) {
+            bail!(
+                "{name}: {FORMAT} version {}, not {VERSION} ({want})",
+                ver.map(|v| v.to_string()).unwrap_or("missing".into())
+            );
+        }
+        r.header = serde_json::from_value(v)
+            .map_err(|e| anyhow::anyhow!("{name}: a bad header line: {e}"))?;
+        Ok(r)
+    }
+
+    /// The next line into self.buf; false at the end.
+    fn next_line(&mut self) -> Result<bool> {
+        self.buf.clear();
+        let n = self
+            .lines
+            .read_line(&mut self.buf)
+            .with_context(|| format!("{}: reading", self.path.display()))?;
+        self.line_no += 1;
+        Ok(n > 0)
+    }
+
+    /// Up to `max` records into `out` (cleared); false when none was left.
+    pub fn chunk(&mut self, out: &mut Vec<Rec>, max: usize) -> Result<bool> {
+        out.clear();
+        while out.len() < max {
+            if !self.next_line()? {
+                self.finish()?;
+                break;
+            }
+            if self.buf.trim().is_empty() {
+                continue;
+            }
+            let l: RecLine = serde_json::from_str(&self.buf).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}:{}: not a record: {e}",
+                    self.path.display(),
+                    self.line_no
+                )
+            })?;
+            let r = from_line(&l).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}:{}: a bad record: {e:#}",
+                    self.path.display(),
+                    self.line_no
+                )
+            })?;
+            out.push(r);
+        }
+        Ok(!out.is_empty())
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        if let Some(mut c) = self.child.take() {
+            let st = c.wait().context("waiting for zstd")?;
+            if !st.success() {
+                bail!("{}: zstd -d failed ({st})", self.path.display());
+            }
+        }
+        Ok(())
+    }
+
+    /// The header's topology as the replay's machine.
+    pub fn topo(&self) -> Result<TopoDesc> {
+        if self.header.topology.is_empty() {
+            bail!("{}: no topology in the header", self.path.display());
+        }
+        Ok(TopoDesc {
+            cpus: self
+                .header
+                .topology
+                .iter()
+                .map(|c| CpuDesc {
+                    id: c.cpu,
+                    llc: c.llc,
+                    core: c.core,
+                    node: c.node,
+                })
+                .collect(),
+        })
+    }
+
+    /// The header's features as the port's feature word.
+    pub fn feat(&self) -> Result<u64> {
+        features::apply(0, &self.header.features)
+            .with_context(|| format!("{}: the header's features", self.path.display()))
+    }
+}
+
+/// Sums over chunks (and files): the report's counts and each policy's raw sums.
+#[derive(Default, Debug, Clone)]
+struct Acc {
+    records: u64,
+    compared: u64,
+    racy: u64,
+    agreed: u64,
+    current: u64,
+    idle_available: u64,
+    dis: BTreeMap<String, u64>,
+    undecided: BTreeMap<String, u64>,
+    /// per policy name: (features, wake-ups, CPUs examined, idle found, same as kernel)
+    pol: Vec<(String, String, u64, u64, u64, u64)>,
+    m_compared: u64,
+    m_agreed: u64,
+    m_dis: BTreeMap<String, u64>,
+}
+
+fn add_map(to: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+    for (k, v) in from {
+        *to.entry(k.clone()).or_default() += v;
+    }
+}
+
+impl Acc {
+    fn add_analysis(&mut self, a: &Analysis, n: usize) {
+        self.records += n as u64;
+        self.compared += a.compared;
+        self.racy += a.racy;
+        self.agreed += a.agreed;
+        self.current += a.current_cpu;
+        self.idle_available += a.idle_available;
+        add_map(&mut self.dis, &a.disagreements);
+        add_map(&mut self.undecided, &a.undecided);
+        for p in &a.policies {
+            self.add_policy(p);
+        }
+    }
+
+    fn add_policy(&mut self, p: &PolicyRow) {
+        let n = p.wakeups as f64;
+        // the row's integer sums back (exact: the counts are far below 2^53)
+        let (scanned, idle, same) = (
+            (p.cpus_examined_per_wakeup * n).round() as u64,
+            (p.idle_found_pct * n / 100.0).round() as u64,
+            (p.same_as_kernel_pct * n / 100.0).round() as u64,
+        );
+        match self.pol.iter_mut().find(|q| q.0 == p.policy) {
+            Some(q) => {
+                if q.1 != p.features {
+                    q.1 = "per file".into();
+                }
+                q.2 += p.wakeups;
+                q.3 += scanned;
+                q.4 += idle;
+                q.5 += same;
+            }
+            None => self.pol.push((
+                p.policy.clone(),
+                p.features.clone(),
+                p.wakeups,
+                scanned,
+                idle,
+                same,
+            )),
+        }
+    }
+
+    fn add(&mut self, o: &Acc) {
+        self.records += o.records;
+        self.compared += o.compared;
+        self.racy += o.racy;
+        self.agreed += o.agreed;
+        self.current += o.current;
+        self.idle_available += o.idle_available;
+        add_map(&mut self.dis, &o.dis);
+        add_map(&mut self.undecided, &o.undecided);
+        for p in o.policy_rows() {
+            self.add_policy(&p);
+        }
+        self.m_compared += o.m_compared;
+        self.m_agreed += o.m_agreed;
+        add_map(&mut self.m_dis, &o.m_dis);
+    }
+
+    fn policy_rows(&self) -> Vec<PolicyRow> {
+        self.pol
+            .iter()
+            .map(|(name, f, n, scanned, idle, same)| PolicyRow {
+                policy: name.clone(),
+                features: f.clone(),
+                wakeups: *n,
+                cpus_examined_per_wakeup: if *n == 0 {
+                    0.0
+                } else {
+                    *scanned as f64 / *n as f64
+                },
+                idle_found_pct: pct(*idle, *n),
+                same_as_kernel_pct: pct(*same, *n),
+            })
+            .collect()
+    }
+
+    fn mutant(&self, on: bool) -> Option<super::Mutant> {
+        on.then(|| super::Mutant {
+            compared: self.m_compared,
+            agreed: self.m_agreed,
+            agreement_pct: pct(self.m_agreed, self.m_compared),
+            disagreements: self.m_dis.clone(),
+        })
+    }
+}
+
+/// One file's row of a replay.
+#[derive(Serialize, Debug, Clone)]
+pub struct FileReport {
+    pub file: String,
+    pub host: String,
+    /// record lines replayed
+    pub records: u64,
+    #[serde(flatten)]
+    pub report: Report,
+}
+
+/// Several files: the sums.
+#[derive(Serialize, Debug, Clone)]
+pub struct Total {
+    pub files: usize,
+    pub records: u64,
+    pub wakeups: u64,
+    pub compared: u64,
+    pub racy: u64,
+    pub dropped: u64,
+    pub not_kept: u64,
+    pub excluded_current_cpu: u64,
+    pub undecided: BTreeMap<String, u64>,
+    pub idle_available_pct: f64,
+    pub agreed: u64,
+    pub agreement_pct: f64,
+    pub disagreements: BTreeMap<String, u64>,
+    pub policies: Vec<PolicyRow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mutant: Option<super::Mutant>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct ReplayReport {
+    pub files: Vec<FileReport>,
+    pub total: Total,
+    pub sis_fit: String,
+}
+
+/// What a replay takes besides the files.
+#[derive(Clone, Copy)]
+pub struct ReplayArgs {
+    pub fit: Option<FitRow>,
+    pub mutant: bool,
+    pub dump: bool,
+}
+
+/// Replay one file: its report row and its sums.
+fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
+    let mut rd = Reader::open(path)?;
+    let desc = rd.topo()?;
+    let topo = desc
+        .build()
+        .with_context(|| format!("{}: the header's topology", path.display()))?;
+    let feat = rd.feat()?;
+    let h = rd.header.clone();
+    let mut policies: Vec<(String, u64)> = std::iter::once(Ok(("kernel".to_string(), feat)))
+        .chain(
+            ["vanilla", "patched", "patched-unbounded"]
+                .iter()
+                .map(|p| parse_policy(p)),
+        )
+        .collect::<Result<_>>()?;
+    if args.fit.is_some() {
+        policies.push(sis_fit_policy()?);
+    }
+    let mutant_topo = args.mutant.then(|| {
+        let mut mt = topo.clone();
+        mutate_scan_start(&mut mt);
+        mt
+    });
+    // one worker: its replay objects (the port's, the mutant's), its sums over the chunks
+    let worker = |chunks: &mut dyn FnMut() -> Result<Option<Vec<Rec>>>| -> Result<Acc> {
+        let mut obj = MaybeUninit::<OpenObject>::uninit();
+        let mut rp = Replay::load(&mut obj, &topo, h.hz, args.fit)?;
+        let mut mobj = MaybeUninit::<OpenObject>::uninit();
+        let mut mrp = match &mutant_topo {
+            Some(mt) => Some(Replay::load(&mut mobj, mt, h.hz, None)?),
+            None => None,
+        };
+        let mut acc = Acc::default();
+        while let Some(recs) = chunks()? {
+            let a = analyse_with(&mut rp, &recs, feat, &policies, args.dump, None)?;
+            acc.add_analysis(&a, recs.len());
+            if let Some(m) = mrp.as_mut() {
+                let b = analyse_with(m, &recs, feat, &[], false, Some(&a.racy_mask))?;
+                acc.m_compared += b.compared;
+                acc.m_agreed += b.agreed;
+                add_map(&mut acc.m_dis, &b.disagreements);
+            }
+        }
+        Ok(acc)
+    };
+    // Files over one chunk are replayed by a worker per CPU (the records are independent:
+    // each replay sets the whole machine from its snapshot), this thread parsing; the sums
+    // do not depend on which worker replayed what. --dump keeps one worker (its lines in
+    // file order).
+    let nw = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let acc = if args.dump || h.records <= CHUNK as u64 || nw < 2 {
+        worker(&mut || {
+            let mut recs = Vec::with_capacity(CHUNK);
+            Ok(rd.chunk(&mut recs, CHUNK)?.then_some(recs))
+        })?
+    } else {
+        let (tx, rx) = crossbeam::channel::bounded::<Vec<Rec>>(nw);
+        std::thread::scope(|sc| -> Result<Acc> {
+            let hs: Vec<_> = (0..nw)
+                .map(|_| {
+                    let rx = rx.clone();
+                    let worker = &worker;
+                    sc.spawn(move || worker(&mut || Ok(rx.recv().ok())))
+                })
+                .collect();
+            drop(rx);
+            let mut read = Ok(());
+            loop {
+                let mut recs = Vec::with_capacity(CHUNK);
+                match rd.chunk(&mut recs, CHUNK) {
+                    Ok(true) => {
+                        if tx.send(recs).is_err() {
+                            break; // a worker failed: its error below
+                        }
+                    }
+                    Ok(false) => break,
+                    Err(e) => {
+                        read = Err(e);
+                        break;
+                    }
+                }
+            }
+            drop(tx);
+            let mut acc = Acc::default();
+            for h in hs {
+                acc.add(
+                    &h.join()
+                        .map_err(|_| anyhow::anyhow!("a replay worker panicked"))??,
+                );
+            }
+            read?;
+            Ok(acc)
+        })?
+    };
+    if acc.records != h.records {
+        bail!(
+            "{}: {} records, its header says {} (a truncated file?)",
+            path.display(),
+            acc.records,
+            h.records
+        );
+    }
+    let report = Report {
+        kernel: h.kernel.clone(),
+        features: h.features.join(","),
+        features_source: h.features_source.clone(),
+        attach: h.attach.clone(),
+        hz: h.hz,
+        duration_s: h.duration_s,
+        wakeups: h.wakeups,
+        compared: acc.compared,
+        racy: acc.racy,
+        dropped: h.dropped,
+        not_kept: h.not_kept,
+        excluded_current_cpu: acc.current,
+        undecided: acc.undecided.clone(),
+        not_recorded: h.not_recorded.clone(),
+        sync_from_stack: h
+            .sync_from_stack
+            .map(|[agree, differ]| SyncCheck { agree, differ }),
+        idle_available_pct: pct(acc.idle_available, acc.compared),
+        agreed: acc.agreed,
+        agreement_pct: pct(acc.agreed, acc.compared),
+        disagreements: acc.dis.clone(),
+        policies: acc.policy_rows(),
+        sis_fit: String::new(),
+        mutant: acc.mutant(args.mutant),
+    };
+    Ok((
+        FileReport {
+            file: path.display().to_string(),
+            host: h.host,
+            records: acc.records,
+            report,
+        },
+        acc,
+    ))
+}
+
+/// Replay `paths` (each file's header checked before any replay): one row per file, the total.
+pub fn replay(paths: &[PathBuf], args: ReplayArgs, sis_fit: String) -> Result<ReplayReport> {
+    for p in paths {
+        Reader::open(p)?;
+    }
+    let mut files = vec![];
+    let mut all = Acc::default();
+    let (mut wakeups, mut dropped, mut not_kept) = (0, 0, 0);
+    for p in paths {
+        let (mut f, acc) = replay_file(p, args)?;
+        f.report.sis_fit = sis_fit.clone();
+        wakeups += f.report.wakeups;
+        dropped += f.report.dropped;
+        not_kept += f.report.not_kept;
+        all.add(&acc);
+        files.push(f);
+    }
+    let total = Total {
+        files: files.len(),
+        records: all.records,
+        wakeups,
+        compared: all.compared,
+        racy: all.racy,
+        dropped,
+        not_kept,
+        excluded_current_cpu: all.current,
+        undecided: all.undecided.clone(),
+        idle_available_pct: pct(all.idle_available, all.compared),
+        agreed: all.agreed,
+        agreement_pct: pct(all.agreed, all.compared),
+        disagreements: all.dis.clone(),
+        policies: all.policy_rows(),
+        mutant: all.mutant(args.mutant),
+    };
+    Ok(ReplayReport {
+        files,
+        total,
+        sis_fit,
+    })
+}
+
+fn print_replay(r: &ReplayReport) {
+    if let [one] = r.files.as_slice() {
+        println!(
+            "file {}  host {}  records {}",
+            one.file, one.host, one.records
+        );
+        print_table(&one.report);
+        return;
+    }
+    let w = r
+        .files
+        .iter()
+        .map(|f| f.file.len())
+        .max()
+        .unwrap_or(0)
+        .max(16);
+    println!(
+        "{:<w$} {:<16} {:<24} {:<10} {:>9} {:>9} {:>8} {:>9}",
+        "file", "host", "kernel", "attach", "records", "compared", "racy", "agreed%"
+    );
+    for f in &r.files {
+        let m = f
+            .report
+            .mutant
+            .as_ref()
+            .map(|m| format!("  (mutant {:.2} %)", m.agreement_pct))
+            .unwrap_or_default();
+        println!(
+            "{:<w$} {:<16} {:<24} {:<10} {:>9} {:>9} {:>8} {:>9.2}{m}",
+            f.file,
+            f.host,
+            f.report.kernel,
+            f.report.attach,
+            f.records,
+            f.report.compared,
+            f.report.racy,
+            f.report.agreement_pct
+        );
+    }
+    let t = &r.total;
+    let m = t
+        .mutant
+        .as_ref()
+        .map(|m| format!("  (mutant {:.2} %)", m.agreement_pct))
+        .unwrap_or_default();
+    println!(
+        "{:<w$} {:<16} {:<24} {:<10} {:>9} {:>9} {:>8} {:>9.2}{m}",
+        format!("total ({} files)", t.files),
+        "",
+        "",
+        "",
+        t.records,
+        t.compared,
+        t.racy,
+        t.agreement_pct
+    );
+    println!(
+        "wakeups {}  dropped {}  not kept {}  WF_CURRENT_CPU {}  compared {} ({:.1} % with an idle CPU)",
+        t.wakeups, t.dropped, t.not_kept, t.excluded_current_cpu, t.compared, t.idle_available_pct
+    );
+    if !t.undecided.is_empty() {
+        println!("undecided: {:?}", t.undecided);
+    }
+    for (step, n) in &t.disagreements {
+        println!("  disagreement at {step:<20} {n}");
+    }
+    println!(
+        "\n{:<16} {:>9} {:>14} {:>12} {:>15}",
+        "policy", "wakeups", "cpus/wakeup", "idle found%", "same as kernel%"
+    );
+    for p in &t.policies {
+        println!(
+            "{:<16} {:>9} {:>14.3} {:>12.2} {:>15.2}",
+            p.policy, p.wakeups, p.cpus_examined_per_wakeup, p.idle_found_pct, p.same_as_kernel_pct
+        );
+    }
+    println!("fitted depth: {}", r.sis_fit);
+}
+
+/// `shadow --replay FILE...`
+pub fn replay_main(opts: &ShadowOpts) -> Result<()> {
+    let fitted = opts
+        .fit
+        .as_deref()
+        .map(crate::tools::calibrate::fit_from_report)
+        .transpose()?;
+    let plot_out = opts
+        .plot
+        .as_deref()
+        .map(crate::tools::plot::check_out)
+        .transpose()?;
+    let fit_policy = sis_fit_policy()?;
+    let sis_fit = fit_note(
+        &fit_policy.0,
+        opts.fit.as_deref().zip(fitted.as_ref().map(|f| f.1)),
+    );
+    let args = ReplayArgs {
+        fit: fitted.map(|(row, _)| row),
+        mutant: opts.mutate_scan_start,
+        dump: opts.dump,
+    };
+    let r = replay(&opts.replay, args, sis_fit)?;
+    if opts.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        print_replay(&r);
+    }
+    if let Some(out) = &plot_out {
+        let title = format!(
+            "shadow --replay: {} files ({} compared wake-ups, {:.1} % agreement)",
+            r.files.len(),
+            r.total.compared,
+            r.total.agreement_pct
+        );
+        let n = crate::tools::plot::render(super::PLOT, &r.total, out, &title)?;
+        eprintln!("shadow: wrote {} ({n} bytes)", out.path().display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every field of a record survives the line and back (masks on several words).
+    #[test]
+    fn shadow_record_line_round_trips() {
+        let mut r = Rec {
+            jiffies: 4_295_000_000,
+            ns: u64::MAX - 1,
+            this_cpu: 3,
+            prev: 130,
+            chosen: 511,
+            wake_flags: 0x18,
+            recent_used_cpu: -1,
+            waker_decay_ts_exit: 7,
+            has_idle_cores: [-1, 1],
+            nr_idle_scan_exit: [4, 2],
+            util_sum: [1, u64::MAX],
+            stack_sync: -1,
+            pc_layout: 3,
+            ..Default::default()
+        };
+        r.allowed = [u64::MAX; 8];
+        r.read[2] = 1 << 63;
+        r.idle_exit[7] = 1 << 63 | 1;
+        r.waker_comm = comm_to("hackbench");
+        let line = serde_json::to_string(&to_line(&r, true)).unwrap();
+        let back = from_line(&serde_json::from_str(&line).unwrap()).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{r:?}"));
+        assert!(line.contains(r#""read":[191]"#), "{line}");
+        assert!(line.contains(r#""idle_exit":[448,511]"#), "{line}");
+        // without --comm no name is written, and none comes back
+        let line = serde_json::to_string(&to_line(&r, false)).unwrap();
+        assert!(!line.contains("comm"), "{line}");
+        assert!(!line.contains("hackbench"), "{line}");
+        let mut l: RecLine = serde_json::from_str(&line).unwrap();
+        assert_eq!(from_line(&l).unwrap().waker_comm, [0; 16]);
+        // a CPU past the masks is one error, not a panic
+        l.read = vec![512];
+        assert!(format!("{:#}", from_line(&l).unwrap_err()).contains("CPU 512"));
+    }
+
+    fn write_tmp(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Another format, another version, a non-JSON file, an empty one: one line each, naming
+    /// the file and what this build reads.
+    #[test]
+    fn shadow_replay_refuses_other_files_in_one_line() {
+        let d = tempfile::tempdir().unwrap();
+        for (name, text, want) in [
+            (
+                "v2.jsonl",
+                r#"{"format":"scx_sisutil-shadow","version":2}"#,
+                "scx_sisutil-shadow version 2, not 1",
+            ),
+            (
+                "other.jsonl",
+                r#"{"format":"pcap","version":1}"#,
+                "not a shadow recording (format \"pcap\"",
+            ),
+            ("text.jsonl", "hello\n", "its first line is not JSON"),
+            ("empty.jsonl", "", "empty, not a shadow recording"),
+        ] {
+            let p = write_tmp(&d, name, text);
+            let e = format!("{:#}", Reader::open(&p).err().expect(name));
+            assert_eq!(e.lines().count(), 1, "{e}");
+            assert!(e.contains(want) && e.contains(name), "{name}: {e}");
+        }
+        let e = format!(
+            "{:#}",
+            Reader::open(Path::new("/nonexistent.jsonl.zst"))
+                .err()
+                .unwrap()
+        );
+        assert!(e.contains("no such file"), "{e}");
+    }
+
+    fn corpus() -> Vec<PathBuf> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(".jsonl.zst"))
+            .collect();
+        files.sort();
+        files
+    }
+
+    /// Floor of agreement per corpus file, on its compared (neither racy nor undecided)
+    /// wake-ups; a file must compare at least MIN_COMPARED to count.
+    const MIN_AGREEMENT_PCT: f64 = 99.0;
+    const MIN_COMPARED: u64 = 100;
+
+    /// The committed corpus (tests/corpus: real kernels' wake-ups, README there) replayed
+    /// through the port: >= 99 % agreement in every file. The mutant port (the LLC scan from
+    /// target, not target + 1) replays the same records and must fall under 99 % in at least
+    /// one file (tools/mutants has the same as a source mutant, and a wake_affine one).
+    /// Needs bpf() (root); no tracing, no sched_ext.
+    #[test]
+    fn shadow_corpus_agrees() {
+        let files = corpus();
+        assert!(!files.is_empty(), "no tests/corpus/*.jsonl.zst");
+        let args = ReplayArgs {
+            fit: None,
+            mutant: true,
+            dump: false,
+        };
+        let r = replay(&files, args, String::new()).unwrap();
+        let mut low = vec![];
+        let mut mutant_low = 0;
+        for f in &r.files {
+            let m = f.report.mutant.as_ref().unwrap();
+            println!(
+                "{} ({} {}): {} records, {} compared, {} racy, agreement {:.2} % {:?}, mutant {:.2} %",
+                f.file.rsplit('/').next().unwrap(),
+                f.report.kernel,
+                f.report.attach,
+                f.records,
+                f.report.compared,
+                f.report.racy,
+                f.report.agreement_pct,
+                f.report.disagreements,
+                m.agreement_pct
+            );
+            if f.report.compared < MIN_COMPARED || f.report.agreement_pct < MIN_AGREEMENT_PCT {
+                low.push(f.file.clone());
+            }
+            mutant_low += (m.agreement_pct < MIN_AGREEMENT_PCT) as usize;
+        }
+        assert!(
+            low.is_empty(),
+            "under {MIN_AGREEMENT_PCT} % agreement or {MIN_COMPARED} compared: {low:?}"
+        );
+        assert!(
+            mutant_low > 0,
+            "the mutant port (scan from target) keeps >= {MIN_AGREEMENT_PCT} % in every file"
+        );
+        // every kernel of the corpus is there
+        for k in ["6.12.", "7.", "6.18."] {
+            assert!(
+                r.files.iter().any(|f| f.report.kernel.starts_with(k)),
+                "no {k}x recording in tests/corpus"
+            );
+        }
+    }
+}
