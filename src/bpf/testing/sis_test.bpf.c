@@ -149,11 +149,6 @@ struct kick_env {
 	u32 unused;
 };
 
-static __always_inline bool kick_candidate(struct kick_env *e, s32 cpu)
-{
-	return mask_test(synth_idle, cpu) && mask_test(dec_io.allowed, cpu);
-}
-
 static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w)
 {
 	return synth_idle[w & (MAX_CPUS / 64 - 1)];
