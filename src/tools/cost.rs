@@ -2,11 +2,14 @@
 //! `scx_sisutil placement-cost`: what one wake-up placement costs on this host's CPU, per
 //! policy, LLC size and load, and what the loader's per-interval work costs.
 //!
-//! The wake-up: src/bpf/tools/cost.bpf.c runs the scheduler's own select_task_rq_fair()
-//! (sis.bpf.h) and, when it leaves the task queued, the enqueue's kick search (kick.bpf.h),
-//! many times per BPF_PROG_TEST_RUN (bpf_loop, timed inside with bpf_ktime_get_ns), on one
-//! synthetic LLC with `busy_pct` of its CPUs busy. Runs through the host's verifier and JIT:
-//! root and bpf() are needed, sched_ext is not.
+//! The wake-up and the tick as the policy ships them: src/bpf/tools/cost.bpf.c runs the
+//! scheduler's own select_task_rq_fair() (sis.bpf.h) and, when it leaves the task queued, the
+//! enqueue's work (the kick search of kick.bpf.h only where WAKE_RESCUE is on), and apart
+//! from it a busy CPU's tick (its kick decision and search), many times per
+//! BPF_PROG_TEST_RUN (timed inside with bpf_ktime_get_ns, the clock's own cost measured on an
+//! empty region and subtracted), on a synthetic machine with `busy_pct` of each LLC's CPUs
+//! busy. sched_ext's kfuncs are outside the timed region ([`NOT_TIMED`]). Runs through the
+//! host's verifier and JIT: root and bpf() are needed, sched_ext is not.
 //!
 //! The loader: the scheduler's own per-interval update (scheduler.rs UtilUpdate: every CPU's
 //! busy time, the util filter, SIS_UTIL's depth, the writes, the feature word) against the
@@ -76,8 +79,8 @@ pub struct CostOpts {
     #[arg(long)]
     pub cold: bool,
     /// Leave steps out of the timed region, to see what each costs (comma-separated):
-    /// features (the feature word's map lookup), allowed (wake_allowed), kick (the enqueue's
-    /// kick search); the counters are counted in place, inside the wake-up
+    /// features (the feature word's map lookup), allowed (wake_allowed), kick (the kick search
+    /// and its flag word, the rescue's and the tick's); the counters are counted in place
     #[arg(long, value_delimiter = ',')]
     pub omit: Vec<String>,
     /// Print a JSON list of rows instead of the table
@@ -130,29 +133,59 @@ pub struct Row {
     pub nr_idle_scan: u64,
     pub runs: u32,
     pub placements_per_run: u32,
-    /// median over the runs of the mean timed region (select_cpu's and enqueue's work)
+    /// the wake-up (select_cpu's and the enqueue's work, as the policy runs them), net of the
+    /// clock: median over the runs of (the run's mean timed region - its empty region's)
     pub ns_per_placement: f64,
     pub ns_p25: f64,
     pub ns_p75: f64,
     pub ns_min: f64,
     pub ns_max: f64,
+    /// a busy CPU's tick with one task queued in its LLC (the kick decision, and the kick
+    /// search and flag word when it kicks), net of the clock, as ns_per_placement
+    pub tick_ns: f64,
+    pub tick_p25: f64,
+    pub tick_p75: f64,
+    pub tick_min: f64,
+    pub tick_max: f64,
+    /// ticks that searched for a CPU to kick, percent; per tick, the CPUs the search passed
+    /// (KICK_SCANNED) and its word tests
+    pub tick_search_pct: f64,
+    pub tick_kick_scanned: f64,
+    pub tick_word_tests: f64,
     /// per placement, over all runs: median and 99th percentile of the timed region (1 ns
     /// buckets; the clock's own share, ns_harness, included)
     pub ns_place_p50: f64,
     pub ns_place_p99: f64,
-    /// the same timed region left empty: the clock's own share (included above)
+    /// the same timed region left empty: the clock's own share (subtracted above; median,
+    /// min and max over the runs)
     pub ns_harness: f64,
+    pub ns_harness_min: f64,
+    pub ns_harness_max: f64,
     /// CPUs probed per placement: select_idle_sibling's scanned (the fast checks count one)
-    /// plus the enqueue's kick search
+    /// plus the CPUs the rescue's kick search passed (WAKE_RESCUE only; the search jumps to
+    /// the CPU by word tests, KICK_SCANNED counts the CPUs a walk would have tested)
     pub cpus_examined: f64,
     pub scanned: f64,
     pub kick_scanned: f64,
-    /// the kick search's word tests per placement (64 CPUs of idle & allowed & an LLC each;
-    /// not counted in cpus_examined)
+    /// the rescue's kick search's word tests per placement (64 CPUs of idle & allowed & an
+    /// LLC each; not counted in cpus_examined)
     pub word_tests: f64,
+    /// placements whose enqueue searched for a CPU to kick (WAKE_RESCUE), percent
+    pub rescue_pct: f64,
     /// placements on an idle CPU select_cpu claimed (no enqueue, no kick search), percent
     pub direct_pct: f64,
+    /// what the timed regions leave out ([`NOT_TIMED`])
+    pub not_timed: &'static str,
 }
+
+/// Outside every timed region: what a syscall program cannot call (sched_ext's kfuncs) and
+/// the task's storage.
+pub const NOT_TIMED: &str = "sched_ext kfuncs: the idle mask's get/put \
+(scx_bpf_get/put_idle_cpumask), the claim (scx_bpf_test_and_clear_cpu_idle), the DSQ insert \
+(scx_bpf_dsq_insert[_vtime]) with its vtime key's task-storage work, the kick \
+(scx_bpf_kick_cpu), the tick's queue length and head (scx_bpf_dsq_nr_queued, the DSQ \
+iterator); the task-storage lookups of select_cpu and enqueue; TTWU_QUEUE_DESCHED's test at \
+sched_waking";
 
 /// A policy: its name and feature word.
 pub fn parse_policy(spec: &str) -> Result<(String, u64)> {
@@ -338,6 +371,7 @@ impl<'obj> CostBpf<'obj> {
         harness_only: bool,
         cold: bool,
         omit: u32,
+        tick: bool,
     ) -> Result<RunOut> {
         let mut sum: Option<RunOut> = None;
         let mut left = placements;
@@ -349,7 +383,7 @@ impl<'obj> CostBpf<'obj> {
             } else {
                 seed ^ i.wrapping_mul(0x9e37_79b9)
             };
-            let o = self.test_run(feat, now, s, harness_only, cold, omit)?;
+            let o = self.test_run(feat, now, s, harness_only, cold, omit, tick)?;
             sum = Some(match sum {
                 None => o,
                 Some(mut a) => {
@@ -363,7 +397,8 @@ impl<'obj> CostBpf<'obj> {
         sum.context("a run of no placements")
     }
 
-    /// One BPF_PROG_TEST_RUN.
+    /// One BPF_PROG_TEST_RUN: `placements` wake-ups, or as many ticks with `tick`.
+    #[allow(clippy::too_many_arguments)]
     fn test_run(
         &mut self,
         feat: u64,
@@ -372,6 +407,7 @@ impl<'obj> CostBpf<'obj> {
         harness_only: bool,
         cold: bool,
         omit: u32,
+        tick: bool,
     ) -> Result<RunOut> {
         self.skel
             .maps
@@ -386,6 +422,7 @@ impl<'obj> CostBpf<'obj> {
             bss.cost_cfg.harness_only = harness_only as u32;
             bss.cost_cfg.cold = cold as u32;
             bss.cost_cfg.omit = omit;
+            bss.cost_cfg.tick = tick as u32;
             bss.cost_out.placements = 0;
         }
         let ret = self
@@ -416,6 +453,7 @@ impl<'obj> CostBpf<'obj> {
             placements: out.placements,
             cnt,
             direct: out.direct,
+            searched: out.searched,
             word_tests: out.word_tests,
             hist: out.hist.to_vec(),
         })
@@ -428,6 +466,8 @@ struct RunOut {
     placements: u64,
     cnt: Vec<u64>,
     direct: u64,
+    /// kick searches run (the rescue's, or the tick's)
+    searched: u64,
     word_tests: u64,
     /// timed regions by ns (the last bucket open)
     hist: Vec<u32>,
@@ -439,6 +479,7 @@ impl RunOut {
         self.ns += o.ns;
         self.placements += o.placements;
         self.direct += o.direct;
+        self.searched += o.searched;
         self.word_tests += o.word_tests;
         self.cnt.iter_mut().zip(&o.cnt).for_each(|(a, b)| *a += b);
         self.hist
@@ -582,30 +623,44 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
                 };
                 // warm-up: SIS_PROP's avg_scan_cost settles, code and data are cached
                 let (idle, depth) = case(&mut bpf, 0)?;
-                bpf.run(*feat, opts.placements, 1, false, opts.cold, omit)?;
-                let mut ns = vec![];
-                let mut harness = vec![];
+                bpf.run(*feat, opts.placements, 1, false, opts.cold, omit, false)?;
+                bpf.run(*feat, opts.placements, 1, false, opts.cold, omit, true)?;
+                let (mut ns, mut tick, mut harness) = (vec![], vec![], vec![]);
                 let mut hist: Vec<u64> = vec![];
-                let mut cnt = vec![0u64; STAT_NR];
-                let (mut placed, mut direct, mut words) = (0u64, 0u64, 0u64);
+                let (mut cnt, mut tcnt) = (vec![0u64; STAT_NR], vec![0u64; STAT_NR]);
+                let (mut placed, mut direct, mut words, mut rescued) = (0u64, 0u64, 0u64, 0u64);
+                let (mut ticks, mut tsearched, mut twords) = (0u64, 0u64, 0u64);
                 for r in 0..opts.runs {
-                    // each run its own busy CPUs
+                    // each run its own busy CPUs; the empty region, the wake-up and the tick
+                    // on them, the clock's share subtracted from each
                     case(&mut bpf, 1 + r as u64)?;
-                    let o = bpf.run(*feat, opts.placements, 2 + r, false, opts.cold, omit)?;
-                    ns.push(o.ns as f64 / o.placements as f64);
+                    let run = |bpf: &mut CostBpf, harness: bool, tick: bool| {
+                        bpf.run(*feat, opts.placements, 2 + r, harness, opts.cold, omit, tick)
+                    };
+                    let h = run(&mut bpf, true, false)?;
+                    let h = h.ns as f64 / h.placements as f64;
+                    harness.push(h);
+                    let o = run(&mut bpf, false, false)?;
+                    ns.push(o.ns as f64 / o.placements as f64 - h);
                     placed += o.placements;
                     direct += o.direct;
                     words += o.word_tests;
+                    rescued += o.searched;
                     cnt.iter_mut().zip(&o.cnt).for_each(|(a, b)| *a += b);
                     hist.resize(o.hist.len(), 0);
                     hist.iter_mut()
                         .zip(&o.hist)
                         .for_each(|(a, &b)| *a += b as u64);
-                    let o = bpf.run(*feat, opts.placements, 2 + r, true, opts.cold, omit)?;
-                    harness.push(o.ns as f64 / o.placements as f64);
+                    let o = run(&mut bpf, false, true)?;
+                    tick.push(o.ns as f64 / o.placements as f64 - h);
+                    ticks += o.placements;
+                    tsearched += o.searched;
+                    twords += o.word_tests;
+                    tcnt.iter_mut().zip(&o.cnt).for_each(|(a, b)| *a += b);
                 }
-                ns.sort_by(|a, b| a.total_cmp(b));
-                harness.sort_by(|a, b| a.total_cmp(b));
+                for v in [&mut ns, &mut tick, &mut harness] {
+                    v.sort_by(|a, b| a.total_cmp(b));
+                }
                 let per = |s: usize| cnt[s] as f64 / placed as f64;
                 rows.push(Row {
                     policy: name.clone(),
@@ -623,14 +678,26 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
                     ns_p75: percentile(&ns, 0.75),
                     ns_min: ns[0],
                     ns_max: ns[ns.len() - 1],
+                    tick_ns: percentile(&tick, 0.5),
+                    tick_p25: percentile(&tick, 0.25),
+                    tick_p75: percentile(&tick, 0.75),
+                    tick_min: tick[0],
+                    tick_max: tick[tick.len() - 1],
+                    tick_search_pct: 100.0 * tsearched as f64 / ticks as f64,
+                    tick_kick_scanned: tcnt[STAT_KICK_SCANNED] as f64 / ticks as f64,
+                    tick_word_tests: twords as f64 / ticks as f64,
                     ns_place_p50: hist_quantile(&hist, 0.5),
                     ns_place_p99: hist_quantile(&hist, 0.99),
                     ns_harness: percentile(&harness, 0.5),
+                    ns_harness_min: harness[0],
+                    ns_harness_max: harness[harness.len() - 1],
                     cpus_examined: per(STAT_SCANNED) + per(STAT_KICK_SCANNED),
                     scanned: per(STAT_SCANNED),
                     kick_scanned: per(STAT_KICK_SCANNED),
                     word_tests: words as f64 / placed as f64,
+                    rescue_pct: 100.0 * rescued as f64 / placed as f64,
                     direct_pct: 100.0 * direct as f64 / placed as f64,
+                    not_timed: NOT_TIMED,
                 });
             }
         }
@@ -640,37 +707,41 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<28} {:>4} {:>4} {:>5} {:>6} {:>9} {:>15} {:>11} {:>7} {:>8} {:>6} {:>6} {:>7}",
+        "{:<28} {:>4} {:>4} {:>5} {:>5} {:>8} {:>15} {:>8} {:>15} {:>5} {:>8} {:>6} {:>7} {:>6} {:>6}",
         "policy",
         "llcs",
         "llc",
         "busy%",
         "depth",
-        "ns/place",
-        "p25..p75",
-        "p50/p99",
+        "wake ns",
+        "min..max",
+        "tick ns",
+        "min..max",
         "clock",
         "examined",
-        "kick",
         "words",
-        "direct%"
+        "direct%",
+        "t.kick",
+        "t.wrds"
     );
     for r in rows {
         println!(
-            "{:<28} {:>4} {:>4} {:>5} {:>6} {:>9.1} {:>15} {:>11} {:>7.1} {:>8.2} {:>6.2} {:>6.2} {:>7.1}",
+            "{:<28} {:>4} {:>4} {:>5} {:>5} {:>8.1} {:>15} {:>8.1} {:>15} {:>5.1} {:>8.2} {:>6.2} {:>7.1} {:>6.2} {:>6.2}",
             r.policy,
             r.llcs,
             r.llc_weight,
             r.busy_pct,
             r.nr_idle_scan,
             r.ns_per_placement,
-            format!("{:.1}..{:.1}", r.ns_p25, r.ns_p75),
-            format!("{:.0}/{:.0}", r.ns_place_p50, r.ns_place_p99),
+            format!("{:.1}..{:.1}", r.ns_min, r.ns_max),
+            r.tick_ns,
+            format!("{:.1}..{:.1}", r.tick_min, r.tick_max),
             r.ns_harness,
             r.cpus_examined,
-            r.kick_scanned,
             r.word_tests,
-            r.direct_pct
+            r.direct_pct,
+            r.tick_kick_scanned,
+            r.tick_word_tests
         );
     }
 }
@@ -1287,12 +1358,19 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
         println!(
-            "# {} (kernel {}), {} runs of {} placements per case",
+            "# {} (kernel {}), {} runs of {} placements and as many ticks per case",
             cpu_model(),
             kernel_release(),
             opts.runs,
             opts.placements
         );
+        println!(
+            "# wake ns: select_cpu + the enqueue as the policy runs them (the kick search only \
+             with WAKE_RESCUE); tick ns: a busy CPU's tick with a task queued (the kick \
+             decision and search); both the median over the runs, min..max, net of the clock \
+             (its empty region: the clock column)"
+        );
+        println!("# not timed: {NOT_TIMED}");
         print_table(&rows);
     }
     if let Some(out) = &plot_out {
@@ -1493,36 +1571,50 @@ mod tests {
             for p in ["vanilla", "patched", "patched-unbounded"] {
                 assert_eq!(row(&rows, p, n, 100).direct_pct, 0.0, "{p} {n} 100 %");
             }
-            // 90 %: SIS_UTIL scans nothing (depth 0), so the enqueue's search finds the idle
+            // 90 %: SIS_UTIL scans nothing (depth 0): the task is queued, and the enqueue does
+            // not search (no WAKE_RESCUE in the preset); a busy CPU's tick finds the idle
             // CPUs; the unbounded scan finds one itself
             let r = row(&rows, "patched", n, 90);
             assert_eq!(r.nr_idle_scan, 0);
-            assert!(r.kick_scanned >= 1.0 && r.direct_pct < 100.0, "{r:?}");
+            assert!(r.direct_pct < 100.0, "{r:?}");
+            assert_eq!((r.kick_scanned, r.word_tests, r.rescue_pct), (0.0, 0.0, 0.0));
+            assert_eq!(r.tick_search_pct, 100.0, "{r:?}");
+            assert!(r.tick_kick_scanned >= 1.0, "{r:?}");
             let r = row(&rows, "patched-unbounded", n, 90);
             assert_eq!((r.kick_scanned, r.direct_pct), (0.0, 100.0), "{r:?}");
         }
     }
 
-    /// The kick search at full load on machines of many LLCs: the own LLC's words, then one
-    /// pass over the machine's words, and no walk of the other LLCs (without the machine-wide
-    /// test: one word per other LLC, 64 at 64x8).
+    /// The tick's kick search at full load on machines of many LLCs: the own LLC's words,
+    /// then one pass over the machine's words, and no walk of the other LLCs (without the
+    /// machine-wide test: one word per other LLC, 64 at 64x8). The rescue runs the same
+    /// search from the enqueue, only with WAKE_RESCUE (and then the tick does not search).
     #[test]
     fn placement_cost_kick_words_multi_llc() {
-        let mut o = opts(&[], &[100, 90], false, &["patched"]);
+        let mut o = opts(&[], &[100, 90], false, &["patched", "patched+WAKE_RESCUE"]);
         o.topologies = vec!["64x8".into(), "8x32".into(), "4x128".into()];
         let rows = measure(&o, false).expect("placement-cost");
         for (l, n, words) in [(64, 8, 1.0 + 8.0), (8, 32, 1.0 + 4.0), (4, 128, 2.0 + 8.0)] {
-            let r = rows
-                .iter()
-                .find(|r| r.llcs == l && r.llc_weight == n && r.busy_pct == 100)
-                .expect("row");
-            assert_eq!(r.word_tests, words, "{l}x{n}: {r:?}");
-            assert_eq!((r.kick_scanned, r.cpus_examined), (0.0, 1.0), "{r:?}");
+            let find = |p: &str, busy| {
+                rows.iter()
+                    .find(|r| r.policy == p && r.llcs == l && r.llc_weight == n && r.busy_pct == busy)
+                    .expect("row")
+            };
+            let r = find("patched", 100);
+            assert_eq!(r.tick_word_tests, words, "{l}x{n}: {r:?}");
+            assert_eq!((r.tick_kick_scanned, r.tick_search_pct), (0.0, 100.0), "{r:?}");
+            assert_eq!((r.word_tests, r.cpus_examined), (0.0, 1.0), "{r:?}");
+            // the rescue: every queued wake-up searches, the same words
+            let r = find("patched+WAKE_RESCUE", 100);
+            assert_eq!((r.word_tests, r.rescue_pct), (words, 100.0), "{l}x{n}: {r:?}");
+            assert_eq!((r.tick_search_pct, r.tick_word_tests), (0.0, 0.0), "{r:?}");
             // 90 %: idle CPUs everywhere, the search finds one (never more than the LLC's walk)
-            let r = rows
-                .iter()
-                .find(|r| r.llcs == l && r.llc_weight == n && r.busy_pct == 90)
-                .expect("row");
+            let r = find("patched", 90);
+            assert!(
+                r.tick_kick_scanned >= 1.0 && r.tick_kick_scanned <= n as f64,
+                "{r:?}"
+            );
+            let r = find("patched+WAKE_RESCUE", 90);
             assert!(r.kick_scanned >= 1.0 && r.kick_scanned <= n as f64, "{r:?}");
         }
         assert!(parse_topology("0x8").is_err() && parse_topology("65x2").is_err());
