@@ -26,6 +26,7 @@ use rand::SeedableRng;
 use serde::Serialize;
 use std::mem::MaybeUninit;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use crate::bpf_intf as bi;
@@ -115,6 +116,10 @@ pub struct CostOpts {
     /// updates per wake-up
     #[arg(long)]
     pub contention: bool,
+    /// A line on stderr as each BPF_PROG_TEST_RUN of the placement measurement starts, with
+    /// its CLOCK_MONOTONIC time in ns (Ctrl-C stops between two of them)
+    #[arg(long)]
+    pub trace_test_runs: bool,
 }
 
 /// One measured case.
@@ -234,6 +239,25 @@ pub struct CostBpf<'obj> {
     skel: CostSkel<'obj>,
     /// placements per BPF_PROG_TEST_RUN (see `chunk_for`)
     chunk: u32,
+    /// --trace-test-runs: a line as each test run starts
+    verbose: bool,
+}
+
+/// Set by SIGINT, SIGTERM or SIGHUP during the placement measurement (cost_main's handler):
+/// no test run starts after it.
+static STOP: AtomicBool = AtomicBool::new(false);
+/// Test runs started (the interruption's message).
+static TEST_RUNS: AtomicU64 = AtomicU64::new(0);
+
+/// CLOCK_MONOTONIC in ns (what `--trace-test-runs` prints; a test compares it with its own).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec to fill
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Placements per BPF_PROG_TEST_RUN on an LLC of `n` CPUs: a test run cannot be interrupted,
@@ -258,7 +282,11 @@ impl<'obj> CostBpf<'obj> {
         let skel = open.load().context(
             "loading the placement-cost BPF object (bpf() refused? libbpf's messages above say why)",
         )?;
-        Ok(CostBpf { skel, chunk: 1024 })
+        Ok(CostBpf {
+            skel,
+            chunk: 1024,
+            verbose: false,
+        })
     }
 
     /// `llcs` LLCs of `n` CPUs (pairs of threads with `smt`), `busy_pct` of each LLC's CPUs
@@ -377,6 +405,19 @@ impl<'obj> CostBpf<'obj> {
         let mut left = placements;
         let mut i = 0u32;
         while left > 0 {
+            if STOP.load(Ordering::Relaxed) {
+                bail!(
+                    "interrupted: stopped between two test runs ({} run)",
+                    TEST_RUNS.load(Ordering::Relaxed)
+                );
+            }
+            let n = TEST_RUNS.fetch_add(1, Ordering::Relaxed) + 1;
+            if self.verbose {
+                eprintln!(
+                    "placement-cost: test run {n} starts at {} ns",
+                    monotonic_ns()
+                );
+            }
             let now = left.min(self.chunk);
             let s = if i == 0 {
                 seed
@@ -599,6 +640,7 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
     let omit = omit_bits(&opts.omit)?;
     let mut obj = MaybeUninit::uninit();
     let mut bpf = CostBpf::load(&mut obj)?;
+    bpf.verbose = opts.trace_test_runs;
     let total = machines.len() * opts.busy.len() * policies.len();
     let mut rows = vec![];
     let started = Instant::now();
@@ -635,7 +677,15 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
                     // on them, the clock's share subtracted from each
                     case(&mut bpf, 1 + r as u64)?;
                     let run = |bpf: &mut CostBpf, harness: bool, tick: bool| {
-                        bpf.run(*feat, opts.placements, 2 + r, harness, opts.cold, omit, tick)
+                        bpf.run(
+                            *feat,
+                            opts.placements,
+                            2 + r,
+                            harness,
+                            opts.cold,
+                            omit,
+                            tick,
+                        )
                     };
                     let h = run(&mut bpf, true, false)?;
                     let h = h.ns as f64 / h.placements as f64;
@@ -1353,6 +1403,9 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
         .as_deref()
         .map(crate::tools::plot::check_out)
         .transpose()?;
+    // a test run cannot be interrupted: the signal stops the measurement between two
+    ctrlc::set_handler(|| STOP.store(true, Ordering::Relaxed))
+        .context("installing the Ctrl-C handler")?;
     let rows = measure(opts, true)?;
     if opts.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -1404,6 +1457,7 @@ mod tests {
             loader_llc: 32,
             interval_ms: 20,
             contention: false,
+            trace_test_runs: false,
         }
     }
 
@@ -1577,7 +1631,10 @@ mod tests {
             let r = row(&rows, "patched", n, 90);
             assert_eq!(r.nr_idle_scan, 0);
             assert!(r.direct_pct < 100.0, "{r:?}");
-            assert_eq!((r.kick_scanned, r.word_tests, r.rescue_pct), (0.0, 0.0, 0.0));
+            assert_eq!(
+                (r.kick_scanned, r.word_tests, r.rescue_pct),
+                (0.0, 0.0, 0.0)
+            );
             assert_eq!(r.tick_search_pct, 100.0, "{r:?}");
             assert!(r.tick_kick_scanned >= 1.0, "{r:?}");
             let r = row(&rows, "patched-unbounded", n, 90);
@@ -1597,16 +1654,26 @@ mod tests {
         for (l, n, words) in [(64, 8, 1.0 + 8.0), (8, 32, 1.0 + 4.0), (4, 128, 2.0 + 8.0)] {
             let find = |p: &str, busy| {
                 rows.iter()
-                    .find(|r| r.policy == p && r.llcs == l && r.llc_weight == n && r.busy_pct == busy)
+                    .find(|r| {
+                        r.policy == p && r.llcs == l && r.llc_weight == n && r.busy_pct == busy
+                    })
                     .expect("row")
             };
             let r = find("patched", 100);
             assert_eq!(r.tick_word_tests, words, "{l}x{n}: {r:?}");
-            assert_eq!((r.tick_kick_scanned, r.tick_search_pct), (0.0, 100.0), "{r:?}");
+            assert_eq!(
+                (r.tick_kick_scanned, r.tick_search_pct),
+                (0.0, 100.0),
+                "{r:?}"
+            );
             assert_eq!((r.word_tests, r.cpus_examined), (0.0, 1.0), "{r:?}");
             // the rescue: every queued wake-up searches, the same words
             let r = find("patched+WAKE_RESCUE", 100);
-            assert_eq!((r.word_tests, r.rescue_pct), (words, 100.0), "{l}x{n}: {r:?}");
+            assert_eq!(
+                (r.word_tests, r.rescue_pct),
+                (words, 100.0),
+                "{l}x{n}: {r:?}"
+            );
             assert_eq!((r.tick_search_pct, r.tick_word_tests), (0.0, 0.0), "{r:?}");
             // 90 %: idle CPUs everywhere, the search finds one (never more than the LLC's walk)
             let r = find("patched", 90);
