@@ -239,11 +239,16 @@ static s32 kick_search_llc(struct kick_env *e, s32 llc, s32 this_cpu, u64 feat, 
 	s = topo.llc_cpus[(topo.llc_start[l] + pos) & (MAX_CPUS - 1)];
 	w0 = mask_word(s);
 	nw = last - first + 1;
-	/* a bounded loop (at most MAX_CPUS / 64 words): no iterator call per word; m: the word found */
+	/*
+	 * unrolled (MAX_CPUS / 64 steps, the words past the LLC's span skipped):
+	 * no iterator call per word, and no back-edge (7.3's verifier refused
+	 * the scheduler with plain bounded loops, DESIGN.md); m: the word found
+	 */
 	m = 0;
+#pragma unroll
 	for (k = 0; k < MAX_CPUS / 64; k++) {
-		if (k >= nw)
-			break;
+		if (m || k >= nw)
+			continue;
 		w = w0 + k;
 		if (w > last)
 			w -= nw;
@@ -255,8 +260,6 @@ static s32 kick_search_llc(struct kick_env *e, s32 llc, s32 this_cpu, u64 feat, 
 			m0 = m;
 			m &= ~0ULL << (s & 63);
 		}
-		if (m)
-			break;
 	}
 	if (!m) {
 		/* the wrap's end: the start word's CPUs before @s (none at or after it: tested first) */
