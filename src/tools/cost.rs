@@ -113,7 +113,9 @@ pub struct CostOpts {
     /// in BPF_PROG_TEST_RUN at the same time (--runs runs of 2^20 updates per thread); and a
     /// wake-up's four shared-line writes (wake-queue: the LLC queue's line, V, W, the steal
     /// count) against LLC_SHARDS' (wake-shards: the queue's line the CPU's shard's), 4
-    /// updates per wake-up
+    /// updates per wake-up, with their ratio's median, min and max over the rounds. A round
+    /// counts only if the threads' per-iteration timestamps show them running at once for
+    /// half the time or more; the others are refused (said on stderr) and tried again
     #[arg(long)]
     pub contention: bool,
     /// A line on stderr as each BPF_PROG_TEST_RUN of the placement measurement starts, with
@@ -1208,15 +1210,25 @@ fn print_loader(r: &LoaderRow) {
 pub struct ContRow {
     pub mode: &'static str,
     pub threads: usize,
-    /// median over the runs of the threads' mean ns per update
+    /// median over the accepted rounds of the threads' mean ns per update; min..max, p25..p75
     pub ns_per_update: f64,
     pub ns_p25: f64,
     pub ns_p75: f64,
-    /// median over the runs: the time all threads were in their timed regions together,
-    /// in % of the longest region (near 100: they ran at once)
-    pub overlap_pct: f64,
+    pub ns_min: f64,
+    pub ns_max: f64,
+    /// median over the accepted rounds: the time every thread was running at once, from
+    /// their per-iteration stamps, in % of the longest thread's (near 100: two CPUs at once)
+    pub together_pct: f64,
+    /// rounds accepted (all threads running at once >= CONT_TOGETHER_PCT % of the time) and
+    /// refused (fewer than --runs accepted after 3 x --runs tries: said on stderr)
     pub runs: u32,
+    pub refused: u32,
     pub updates: u32,
+    /// wake-shards only: its ns per update over wake-queue's, per round (the two measured
+    /// back to back in each), median, min and max over the rounds both accepted
+    pub ratio_to_wake_queue: Option<f64>,
+    pub ratio_min: Option<f64>,
+    pub ratio_max: Option<f64>,
 }
 
 /// cost.bpf.c's cont_modes, in order
@@ -1229,6 +1241,66 @@ const CONT_MODES: [&str; 6] = [
     "wake-shards",
 ];
 const CONT_UPDATES: u32 = 1 << 20;
+/// cost.bpf.c's CONT_TS (stamps per thread) and CONT_TS_CPUS
+const CONT_TS: usize = 4096;
+const CONT_TS_CPUS: usize = 8;
+/// A round counts only if every thread ran at the same time for this % of the longest
+/// thread's run (from the stamps); two threads time-sliced on one CPU are near 0.
+const CONT_TOGETHER_PCT: f64 = 50.0;
+
+/// The time every thread was running at once, in % of the longest thread's span, from each
+/// thread's per-iteration stamps (`ts[t]`, ascending): thread t is running between two
+/// consecutive stamps when they are at most 4 x its median step apart (a longer gap is a
+/// preemption, or the CPU lent to the other thread).
+pub fn together_pct(ts: &[Vec<u64>]) -> f64 {
+    if ts.is_empty() || ts.iter().any(|v| v.len() < 2) {
+        return 0.0;
+    }
+    // each thread's running intervals, merged
+    let runs: Vec<Vec<(u64, u64)>> = ts
+        .iter()
+        .map(|v| {
+            let mut gaps: Vec<u64> = v.windows(2).map(|w| w[1].saturating_sub(w[0])).collect();
+            gaps.sort_unstable();
+            let limit = 4 * gaps[gaps.len() / 2].max(1);
+            let mut iv: Vec<(u64, u64)> = vec![];
+            for w in v.windows(2) {
+                if w[1] <= w[0] || w[1] - w[0] > limit {
+                    continue;
+                }
+                match iv.last_mut() {
+                    Some(l) if l.1 == w[0] => l.1 = w[1],
+                    _ => iv.push((w[0], w[1])),
+                }
+            }
+            iv
+        })
+        .collect();
+    let longest = ts
+        .iter()
+        .map(|v| v[v.len() - 1] - v[0])
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    // intersect the threads' interval lists, two at a time
+    let mut both = runs[0].clone();
+    for r in &runs[1..] {
+        let (mut i, mut j, mut out) = (0, 0, vec![]);
+        while i < both.len() && j < r.len() {
+            let (lo, hi) = (both[i].0.max(r[j].0), both[i].1.min(r[j].1));
+            if lo < hi {
+                out.push((lo, hi));
+            }
+            if both[i].1 < r[j].1 {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        both = out;
+    }
+    100.0 * both.iter().map(|&(a, b)| b - a).sum::<u64>() as f64 / longest as f64
+}
 
 /// The CPUs this process may run on.
 fn allowed_cpus() -> Result<Vec<usize>> {
@@ -1268,21 +1340,34 @@ fn pinned_test_run(fd: i32, cpu: usize, start: &std::sync::Barrier) -> Result<()
     Ok(())
 }
 
+/// What one contention run gives per thread: its (t0, t1) and its per-iteration stamps.
+type ContSpans = (Vec<(u64, u64)>, Vec<Vec<u64>>);
+
 /// One run of the contention program in mode `mode`, `updates` per thread, a thread pinned
-/// to each of `cpus`, all started together: each thread's (t0, t1).
+/// to each of `cpus`, all started together: each thread's (t0, t1), and the stamps of the
+/// threads on CPUs below CONT_TS_CPUS.
 fn contention_run(
     bpf: &mut CostBpf<'_>,
     fd: i32,
     mode: u32,
     cpus: &[usize],
     updates: u32,
-) -> Result<Vec<(u64, u64)>> {
+) -> Result<ContSpans> {
+    // a stamp every 2^shift steps of 16 updates: at most CONT_TS of them
+    let steps = (updates / 16).max(1) as usize;
+    let shift = (steps.div_ceil(CONT_TS))
+        .next_power_of_two()
+        .trailing_zeros();
     {
         let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
         bss.cont_cfg.mode = mode;
         bss.cont_cfg.iters = updates;
+        bss.cont_cfg.ts_shift = shift;
         bss.cont_t0.fill(0);
         bss.cont_t1.fill(0);
+        for t in bss.cont_ts.iter_mut() {
+            t.fill(0);
+        }
     }
     let start = std::sync::Barrier::new(cpus.len());
     std::thread::scope(|sc| {
@@ -1308,7 +1393,13 @@ fn contention_run(
     if spans.iter().any(|&(a, b)| b <= a) {
         bail!("a thread's run left no timing (was it moved off its CPU?)");
     }
-    Ok(spans)
+    let n = (steps >> shift).clamp(1, CONT_TS);
+    let stamps = cpus
+        .iter()
+        .filter(|&&c| c < CONT_TS_CPUS)
+        .map(|&c| bss.cont_ts[c][..n].to_vec())
+        .collect();
+    Ok((spans, stamps))
 }
 
 pub fn measure_contention(opts: &CostOpts) -> Result<Vec<ContRow>> {
@@ -1324,34 +1415,94 @@ pub fn measure_contention(opts: &CostOpts) -> Result<Vec<ContRow>> {
     if cpus.len() > 1 {
         counts.push(cpus.len().min(bi::sis_consts_MAX_CPUS as usize));
     }
-    let mut rows = vec![];
-    for (mode, &name) in CONT_MODES.iter().enumerate() {
-        for &t in &counts {
-            let (mut per, mut overlap) = (vec![], vec![]);
-            for _ in 0..opts.runs {
-                let spans = contention_run(&mut bpf, fd, mode as u32, &cpus[..t], CONT_UPDATES)?;
-                let mean = spans.iter().map(|&(a, b)| (b - a) as f64).sum::<f64>() / t as f64;
-                per.push(mean / CONT_UPDATES as f64);
-                let (lo, hi) = (
-                    spans.iter().map(|s| s.0).max().unwrap_or(0),
-                    spans.iter().map(|s| s.1).min().unwrap_or(0),
+    // rounds, each every mode at each thread count back to back (a ratio within a round
+    // sees one state of the host); a round whose threads did not run at once is refused and
+    // tried again, up to 3 x --runs tries in all
+    let cases: Vec<(usize, usize)> = (0..CONT_MODES.len())
+        .flat_map(|m| counts.iter().map(move |&t| (m, t)))
+        .collect();
+    // per case: per round, Some((ns per update, together %)) if accepted
+    let mut got: Vec<Vec<Option<(f64, f64)>>> = vec![vec![]; cases.len()];
+    let mut refused = vec![0u32; cases.len()];
+    let mut tries = 0;
+    while tries < 3 * opts.runs
+        && got
+            .iter()
+            .any(|g| g.iter().flatten().count() < opts.runs as usize)
+    {
+        tries += 1;
+        for (k, &(mode, t)) in cases.iter().enumerate() {
+            let (spans, stamps) =
+                contention_run(&mut bpf, fd, mode as u32, &cpus[..t], CONT_UPDATES)?;
+            let mean = spans.iter().map(|&(a, b)| (b - a) as f64).sum::<f64>() / t as f64;
+            let ns = mean / CONT_UPDATES as f64;
+            let together = if t > 1 { together_pct(&stamps) } else { 100.0 };
+            if t > 1 && together < CONT_TOGETHER_PCT {
+                refused[k] += 1;
+                eprintln!(
+                    "placement-cost --contention: {} with {t} threads, round {tries} refused: \
+                     the threads ran at once {together:.0} % of the time (per-iteration \
+                     stamps; < {CONT_TOGETHER_PCT} %)",
+                    CONT_MODES[mode]
                 );
-                let longest = spans.iter().map(|&(a, b)| b - a).max().unwrap_or(1);
-                overlap.push(100.0 * hi.saturating_sub(lo) as f64 / longest as f64);
+                got[k].push(None);
+            } else {
+                got[k].push(Some((ns, together)));
             }
-            per.sort_by(|a, b| a.total_cmp(b));
-            overlap.sort_by(|a, b| a.total_cmp(b));
-            rows.push(ContRow {
-                mode: name,
-                threads: t,
-                ns_per_update: percentile(&per, 0.5),
-                ns_p25: percentile(&per, 0.25),
-                ns_p75: percentile(&per, 0.75),
-                overlap_pct: percentile(&overlap, 0.5),
-                runs: opts.runs,
-                updates: CONT_UPDATES,
-            });
         }
+    }
+    let mut rows = vec![];
+    for (k, &(mode, t)) in cases.iter().enumerate() {
+        let mut ns: Vec<f64> = got[k].iter().flatten().map(|x| x.0).collect();
+        let mut together: Vec<f64> = got[k].iter().flatten().map(|x| x.1).collect();
+        if ns.is_empty() {
+            bail!(
+                "--contention: {} with {t} threads: no round in {tries} where the threads ran \
+                 at once (the host gave them no two CPUs together)",
+                CONT_MODES[mode]
+            );
+        }
+        if ns.len() < opts.runs as usize {
+            eprintln!(
+                "placement-cost --contention: {} with {t} threads: {} rounds accepted of \
+                 {tries} tried ({} refused)",
+                CONT_MODES[mode],
+                ns.len(),
+                refused[k]
+            );
+        }
+        ns.sort_by(|a, b| a.total_cmp(b));
+        together.sort_by(|a, b| a.total_cmp(b));
+        // wake-shards over wake-queue, round by round where both were accepted
+        let mut ratio: Vec<f64> = vec![];
+        if CONT_MODES[mode] == "wake-shards" {
+            let q = cases
+                .iter()
+                .position(|&(m, tt)| CONT_MODES[m] == "wake-queue" && tt == t)
+                .context("no wake-queue case")?;
+            ratio = got[k]
+                .iter()
+                .zip(&got[q])
+                .filter_map(|(a, b)| Some(a.as_ref()?.0 / b.as_ref()?.0))
+                .collect();
+            ratio.sort_by(|a, b| a.total_cmp(b));
+        }
+        rows.push(ContRow {
+            mode: CONT_MODES[mode],
+            threads: t,
+            ns_per_update: percentile(&ns, 0.5),
+            ns_p25: percentile(&ns, 0.25),
+            ns_p75: percentile(&ns, 0.75),
+            ns_min: ns[0],
+            ns_max: ns[ns.len() - 1],
+            together_pct: percentile(&together, 0.5),
+            runs: ns.len() as u32,
+            refused: refused[k],
+            updates: CONT_UPDATES,
+            ratio_to_wake_queue: (!ratio.is_empty()).then(|| percentile(&ratio, 0.5)),
+            ratio_min: ratio.first().copied(),
+            ratio_max: ratio.last().copied(),
+        });
     }
     Ok(rows)
 }
@@ -1367,20 +1518,37 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
             return Ok(());
         }
         println!(
-            "# {} (kernel {}), {} runs of {} updates per thread",
+            "# {} (kernel {}), {} rounds of {} updates per thread; a round counts when the \
+             threads ran at once >= {CONT_TOGETHER_PCT} % of the time (per-iteration stamps)",
             cpu_model(),
             kernel_release(),
             opts.runs,
             CONT_UPDATES
         );
         println!(
-            "{:<14} {:>7} {:>9} {:>9} {:>9} {:>9}",
-            "mode", "threads", "ns/upd", "p25", "p75", "overlap%"
+            "{:<14} {:>7} {:>9} {:>15} {:>9} {:>6} {:>8}",
+            "mode", "threads", "ns/upd", "min..max", "together%", "rounds", "refused"
         );
         for r in &rows {
             println!(
-                "{:<14} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>9.1}",
-                r.mode, r.threads, r.ns_per_update, r.ns_p25, r.ns_p75, r.overlap_pct
+                "{:<14} {:>7} {:>9.2} {:>15} {:>9.1} {:>6} {:>8}",
+                r.mode,
+                r.threads,
+                r.ns_per_update,
+                format!("{:.2}..{:.2}", r.ns_min, r.ns_max),
+                r.together_pct,
+                r.runs,
+                r.refused
+            );
+        }
+        for r in rows.iter().filter(|r| r.ratio_to_wake_queue.is_some()) {
+            println!(
+                "wake-shards / wake-queue at {} threads: {:.2} (min {:.2}, max {:.2}, over the \
+                 rounds both accepted)",
+                r.threads,
+                r.ratio_to_wake_queue.unwrap_or(0.0),
+                r.ratio_min.unwrap_or(0.0),
+                r.ratio_max.unwrap_or(0.0)
             );
         }
         return Ok(());
@@ -1556,7 +1724,11 @@ mod tests {
         for (mode, name) in CONT_MODES.iter().enumerate() {
             bpf.skel.maps.bss_data.as_mut().unwrap().cont_words.fill(0);
             bpf.skel.maps.bss_data.as_mut().unwrap().cont_wake.fill(0);
-            contention_run(&mut bpf, fd, mode as u32, &cpus[..t], 4096).unwrap();
+            let (_, stamps) = contention_run(&mut bpf, fd, mode as u32, &cpus[..t], 4096).unwrap();
+            // 256 steps of 16 updates: a stamp each, ascending, per thread on CPUs 0..7
+            assert!(stamps
+                .iter()
+                .all(|v| v.len() == 256 && v.windows(2).all(|w| w[0] <= w[1])));
             let bss = bpf.skel.maps.bss_data.as_ref().unwrap();
             let (w, q) = (&bss.cont_words, &bss.cont_wake);
             let mut want = vec![0u64; w.len()];
@@ -1579,6 +1751,30 @@ mod tests {
             assert!(w.iter().eq(want.iter()), "mode {name}");
             assert!(q.iter().eq(want_q.iter()), "mode {name}: the wake-up lines");
         }
+    }
+
+    /// --contention's proof that the threads ran at once comes from their per-iteration
+    /// stamps, not their windows: two threads stamping every 10 ns side by side ran together
+    /// (~100 %); the same two time-sliced on one CPU (each 1 ms on, 1 ms off, in turn) have
+    /// overlapping windows but ran together ~0 %; one thread preempted half of the time
+    /// ran with the other half of it.
+    #[test]
+    fn contention_together_from_stamps() {
+        let steady = |from: u64, n: u64| (0..n).map(|k| from + 10 * k).collect::<Vec<u64>>();
+        // 1 ms slices of 100_000 stamps, thread a in even slices, b in odd ones
+        let sliced = |odd: u64| {
+            (0..10u64)
+                .filter(|s| s % 2 == odd)
+                .flat_map(|s| (0..100_000u64).map(move |k| s * 1_000_000 + 10 * k))
+                .collect::<Vec<u64>>()
+        };
+        let both = together_pct(&[steady(0, 100_000), steady(5, 100_000)]);
+        assert!(both > 99.0, "{both}");
+        let shared = together_pct(&[sliced(0), sliced(1)]);
+        assert!(shared < 1.0, "{shared}");
+        let half = together_pct(&[steady(0, 1_000_000), sliced(0)]);
+        assert!((45.0..55.0).contains(&half), "{half}");
+        assert_eq!(together_pct(&[steady(0, 1), steady(0, 5)]), 0.0);
     }
 
     fn row<'a>(rows: &'a [Row], policy: &str, n: u32, busy: u32) -> &'a Row {

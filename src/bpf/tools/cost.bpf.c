@@ -352,8 +352,12 @@ int placement_cost(void *ctx)
  *                the DSQ's line is the CPU's shard's (cont_wake[4 + cpu]), V, W
  *                and the steal count stay shared
  * (the DSQ's lock and rbtree are sched_ext's, not callable from a syscall
- * program: its line is an atomic here, as the lock's acquire is) and writes its clock before and after into cont_t0[cpu], cont_t1[cpu]
- * (the caller checks that the threads' timed regions overlapped).
+ * program: its line is an atomic here, as the lock's acquire is) and writes its clock before and after into cont_t0[cpu], cont_t1[cpu],
+ * and, every 2^cont_cfg.ts_shift steps of 16 updates, into cont_ts[cpu][step
+ * >> ts_shift] (CPUs 0..CONT_TS_CPUS-1, CONT_TS stamps each): from them the
+ * caller sees when each thread was running, and accepts a round only if the
+ * threads ran at the same time (not merely within overlapping windows, as
+ * two threads sharing one CPU do). One clock read per 256 updates or more.
  */
 enum cont_modes {
 	CONT_SHARED,
@@ -368,10 +372,28 @@ enum cont_modes {
 struct cont_cfg {
 	u32 mode;
 	u32 iters;		/* updates, a multiple of 16 */
+	u32 ts_shift;		/* a stamp every 2^ts_shift steps */
+};
+
+enum cont_consts {
+	CONT_TS		= 4096,	/* stamps per thread */
+	CONT_TS_CPUS	= 8,	/* CPUs whose threads stamp */
 };
 
 struct cont_cfg cont_cfg;
 u64 cont_t0[MAX_CPUS], cont_t1[MAX_CPUS];
+u64 cont_ts[CONT_TS_CPUS][CONT_TS];
+
+/* the per-iteration stamp of step @i of the thread on @cpu */
+static __always_inline void cont_stamp(u32 cpu, u32 i, u32 shift)
+{
+	u32 k = i >> shift;
+
+	if (i & ((1U << shift) - 1) || k >= CONT_TS || cpu >= CONT_TS_CPUS)
+		return;
+	/* masked() where the verifier sees it: clang drops the masks the tests make redundant */
+	cont_ts[masked(cpu, CONT_TS_CPUS - 1)][masked(k, CONT_TS - 1)] = bpf_ktime_get_ns();
+}
 u64 cont_words[MAX_CPUS * 8] __attribute__((aligned(64)));
 /* the wake-up modes' lines: 0-3 shared, 4 + cpu a shard's */
 u64 cont_wake[(4 + MAX_CPUS) * 8] __attribute__((aligned(64)));
@@ -380,9 +402,10 @@ SEC("syscall")
 int contention(void *ctx)
 {
 	u32 cpu = bpf_get_smp_processor_id() & (MAX_CPUS - 1), mode = cont_cfg.mode, i, j;
+	u32 shift = cont_cfg.ts_shift;
 	u64 *w, t0;
 
-	if (mode >= CONT_NR || !cont_cfg.iters || cont_cfg.iters > (1 << 24))
+	if (mode >= CONT_NR || !cont_cfg.iters || cont_cfg.iters > (1 << 24) || shift > 20)
 		return 1;
 	w = &cont_words[mode == CONT_SHARED ? 0 : mode == CONT_PACKED ? cpu : (cpu * 8) & (MAX_CPUS * 8 - 1)];
 	t0 = bpf_ktime_get_ns();
@@ -391,6 +414,7 @@ int contention(void *ctx)
 
 		/* 4 wake-ups of 4 writes per step: the queue's line, V, W, the steal count */
 		bpf_for(i, 0, cont_cfg.iters / 16) {
+			cont_stamp(cpu, i, shift);
 #pragma unroll
 			for (j = 0; j < 4; j++) {
 				__sync_fetch_and_add(q, 1);
@@ -401,12 +425,14 @@ int contention(void *ctx)
 		}
 	} else if (mode == CONT_LOCAL) {
 		bpf_for(i, 0, cont_cfg.iters / 16) {
+			cont_stamp(cpu, i, shift);
 #pragma unroll
 			for (j = 0; j < 16; j++)
 				WRITE_ONCE(*w, READ_ONCE(*w) + 1);
 		}
 	} else {
 		bpf_for(i, 0, cont_cfg.iters / 16) {
+			cont_stamp(cpu, i, shift);
 #pragma unroll
 			for (j = 0; j < 16; j++)
 				__sync_fetch_and_add(w, 1);
