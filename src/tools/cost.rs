@@ -393,6 +393,7 @@ impl<'obj> CostBpf<'obj> {
     /// One run of `placements`, in test runs of at most `self.chunk` (the first seeded with
     /// `seed`, the next ones with seeds derived from it; a test run cannot be interrupted,
     /// Ctrl-C takes effect between them), summed over them.
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &mut self,
         feat: u64,
