@@ -131,17 +131,28 @@ fn placement_cost_bad_input() {
     }
 }
 
-/// Ctrl-C ends a long measurement within a second of CPU time: a run of 8,388,608
-/// placements on a 512-CPU LLC scanned whole (~7 µs each here: ~60 s as one
-/// BPF_PROG_TEST_RUN, which no signal interrupts) is split into test runs of ~0.25 s.
-/// Margin: SIGINT 0.5 s into the run, exit within 1 s of the child's CPU time after it
-/// (4 test runs' worth). The bound is the child's own CPU time (utime + stime from
-/// /proc/PID/stat, the test runs' time included), not wall time: on a host busy with CI's
-/// guests the child waits for a CPU as long as the load makes it, and that wait says
-/// nothing about when it honours the signal. A child that ignores SIGINT burns ~60 s of CPU
-/// and fails at 1 s; the wall clock only guards against a hang (120 s).
+/// CLOCK_MONOTONIC in ns, the clock of `placement-cost --trace-test-runs`'s lines.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec to fill
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Ctrl-C ends a long measurement between two test runs: a run of 8,388,608 placements on a
+/// 512-CPU LLC scanned whole (~60 s here as one BPF_PROG_TEST_RUN, which no signal
+/// interrupts) is split into 256 test runs; `--trace-test-runs` prints each one's start on
+/// CLOCK_MONOTONIC. The bound is a count that does not grow with the host's load: at most
+/// one test run starts after SIGINT (the one the handler's flag may race), however long each
+/// takes (a CPU time bound failed 7 of 8 runs at nice 19 on a busy host: issue 33). A tool
+/// that ignores the signal fails at the second test run started after it, at once; the
+/// interruption is one error line and a non-zero exit. The wall clock only guards against
+/// a hang (300 s).
 #[test]
-fn placement_cost_ctrl_c_within_a_second() {
+fn placement_cost_ctrl_c_between_test_runs() {
     use std::io::BufRead;
     use std::time::{Duration, Instant};
     let mut child = Command::new(env!("CARGO_BIN_EXE_scx_sisutil"))
@@ -157,47 +168,75 @@ fn placement_cost_ctrl_c_within_a_second() {
             "1",
             "--placements",
             "8388608",
+            "--trace-test-runs",
         ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("running scx_sisutil");
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    assert!(line.contains("placement-cost: [1/1]"), "{line}");
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(child.try_wait().unwrap().is_none(), "ended before SIGINT");
-    let pid = child.id();
-    // The child's CPU time (s) so far; None once it is gone (or a zombie: no stat to read).
-    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    let cpu = || -> Option<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let f: Vec<&str> = stat.rsplit(')').next()?.split_whitespace().collect();
-        // after the comm: state ppid ... utime (14th field of the line) stime (15th)
-        let (u, s): (f64, f64) = (f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?);
-        Some((u + s) / tick)
+    // stderr's lines, each with the time it was read, from a thread (the reads block)
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(err).lines() {
+            if tx.send(l.unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+    });
+    let started = |l: &str| -> Option<u64> {
+        l.strip_prefix("placement-cost: test run ")?
+            .split(" starts at ")
+            .nth(1)?
+            .strip_suffix(" ns")?
+            .parse()
+            .ok()
     };
-    let cpu0 = cpu().expect("the child's /proc/PID/stat");
+    // the measurement is under way: a test run of the measured run (after the warm-up's)
     let t = Instant::now();
-    unsafe { libc::kill(pid as i32, libc::SIGINT) };
-    let mut used = 0.0;
-    while child.try_wait().unwrap().is_none() {
-        if let Some(c) = cpu() {
-            used = c - cpu0;
-        }
-        if used > 1.0 || t.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "still running after SIGINT: {used:.2} s of CPU (limit 1 s), {:?} (hang guard 120 s)",
-                t.elapsed()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    let mut seen = 0;
+    while seen < 3 {
+        let l = rx
+            .recv_timeout(Duration::from_secs(300))
+            .expect("test runs starting");
+        seen += started(&l).is_some() as u32;
     }
+    assert!(child.try_wait().unwrap().is_none(), "ended before SIGINT");
+    let sigint_at = monotonic_ns();
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let (mut after, mut lines) = (0, vec![]);
+    loop {
+        match rx.recv_timeout(Duration::from_secs(300)) {
+            Ok(l) => {
+                if started(&l).is_some_and(|at| at > sigint_at) {
+                    after += 1;
+                }
+                lines.push(l);
+                if after > 1 {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("{after} test runs started after SIGINT (limit 1): {lines:?}");
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(e) => {
+                let _ = child.kill();
+                panic!(
+                    "no exit {:?} after SIGINT ({e}; hang guard 300 s)",
+                    t.elapsed()
+                );
+            }
+        }
+    }
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "exit 0 after SIGINT: {lines:?}");
+    let errors: Vec<&String> = lines.iter().filter(|l| l.contains("error")).collect();
+    assert!(
+        errors.len() == 1 && errors[0].contains("interrupted"),
+        "{lines:?}"
+    );
     eprintln!(
-        "exited {:?} after SIGINT, {used:.2} s of CPU after it (limit 1 s)",
+        "exited {status} {:?} after start, {after} test runs started after SIGINT (limit 1)",
         t.elapsed()
     );
 }

@@ -11,40 +11,51 @@
  * find_new_ilb()) looks in the task's LLC first, then in the other LLCs,
  * nearest first.
  *
- * At full load nothing is idle, and a search that tests the LLC's CPUs one
- * by one would probe every CPU of every LLC for nothing on each enqueue.
- * Before walking an LLC, its CPUs' words of the idle mask and of the task's
- * allowed mask are ANDed (word-parallel: 64 CPUs per test, only the words the
- * LLC spans): an LLC with no idle allowed CPU costs one to a few word tests,
- * and the walk of one that has one stops at that CPU. Before the other LLCs,
- * one test over the machine's words: nothing idle and allowed anywhere ends
- * the search there. The test reads the
- * very mask the walk reads, so it is exact on 6.12 (ops.update_idle before
- * the idle masks change) and on 7.x alike, and needs no count to keep.
+ * The search jumps, it does not walk: for each word of the LLC's CPUs, in
+ * the wrap order from its start CPU, the AND of the idle mask, the task's
+ * allowed mask and the LLC's CPUs (64 CPUs per test, only the words the LLC
+ * spans); the first word with a bit set gives the CPU, its first set bit at
+ * or after the start (cpumask_first_and() in find_new_ilb(); for the wrap,
+ * for_each_cpu_wrap()'s order: the bits at or after the start CPU, then the
+ * LLC's words from its first, then the start word's bits below the start).
+ * The LLC's CPUs ascend by id (topology.rs), so the bit order is the LLC's
+ * position order the walk used: the same CPU as the walk, in O(words), not
+ * O(CPUs) - at 99 % busy, one idle CPU in a 256-CPU LLC costs four word
+ * tests, not a walk of up to 256 CPUs. Before the other LLCs, one test over
+ * the machine's words: nothing idle and allowed anywhere ends the search
+ * there. The tests read the very mask the kernel keeps, so they are exact on
+ * 6.12 (ops.update_idle before the idle masks change) and on 7.x alike, and
+ * need no count to keep.
  *
- * The search reads the machine through struct kick_env and three primitives
- * (kick_candidate, kick_idle_word, kick_allowed_word), defined before it:
+ * The search reads the machine through struct kick_env and two primitives
+ * (kick_idle_word, kick_allowed_word), defined before it:
  * here over sched_ext's idle mask and p->cpus_ptr; an object with a machine
  * of its own (sis_test.bpf.c, cost.bpf.c: the host test and the cost
  * benchmark run this very search) defines them over its synthetic state and
  * KICK_ENV_DEFINED before it includes this header, which then leaves out
- * everything of sched_ext (the flag word, the primitives, kick_for_work).
+ * everything of sched_ext (the primitives, kick_for_work()); the flag word,
+ * take_kick() and kick_ask() are theirs too.
  * The object calls kick_llc_words_init() once the topology is set.
  */
 #pragma once
 
 #include "sis_ctx.bpf.h"
 
-/* the host test object (KICK_FLAGS_TESTED) runs the flag word's take_kick() too */
-#if !defined(KICK_ENV_DEFINED) || defined(KICK_FLAGS_TESTED)
 /* the kick-pending flag word (nohz_flags() of kick_ilb()): CPUs asked to come and take queued work */
 u64 kick_pending[MAX_CPUS / 64];
+
+/* is @cpu's bit set: the read KICK_SKIP_REDUNDANT adds before the atomic (kick_already_asked()) */
+static __always_inline bool kick_test(s32 cpu)
+{
+	return kick_pending[mask_word(cpu)] & mask_bit(cpu);
+}
 
 /*
  * Clear this CPU's kick-pending bit; true if it was set (woken for work):
  * ops.dispatch's kicked flag, which NEWIDLE_SKIP_IPI reads (decide.bpf.h).
+ * In every object: the host test runs it over the same word.
  */
-static bool take_kick(s32 cpu)
+static __always_inline bool take_kick(s32 cpu)
 {
 	u64 bit = mask_bit(cpu);
 	u64 *word = &kick_pending[mask_word(cpu)];
@@ -54,16 +65,9 @@ static bool take_kick(s32 cpu)
 	__sync_fetch_and_and(word, ~bit);
 	return true;
 }
-#endif
 
 #ifndef KICK_ENV_DEFINED
 #include "ctx.bpf.h"
-
-/* is @cpu's bit set: the read KICK_SKIP_REDUNDANT adds before the atomic (kick_already_asked()) */
-static bool kick_test(s32 cpu)
-{
-	return kick_pending[mask_word(cpu)] & mask_bit(cpu);
-}
 
 /* ---- the search's primitives over sched_ext: what the search reads ---- */
 
@@ -71,12 +75,6 @@ struct kick_env {
 	const struct cpumask *idle;
 	const struct task_struct *p;
 };
-
-/* idle, and allowed for the task */
-static __always_inline bool kick_candidate(struct kick_env *e, s32 cpu)
-{
-	return bpf_cpumask_test_cpu(cpu, e->idle) && bpf_cpumask_test_cpu(cpu, e->p->cpus_ptr);
-}
 
 /* word @w of a kernel cpumask (struct cpumask's size is NR_CPUS: read, not indexed) */
 static __always_inline u64 cpumask_word(const struct cpumask *m, u32 w)
@@ -139,25 +137,18 @@ static __always_inline u64 kick_idle_allowed(struct kick_env *e, u32 w)
 }
 
 /*
- * Has @llc an idle CPU the task may run on? (idle & allowed & llc) != 0,
- * over the words the LLC spans only.
+ * The index of @m's lowest set bit (@m != 0), __ffs() of cpumask_first():
+ * BPF has no count-trailing-zeros, so the popcount of the bits below it
+ * (calib_popcount()'s arithmetic, spelled out).
  */
-static __always_inline bool kick_llc_has_idle(struct kick_env *e, s32 llc)
+static __always_inline u32 kick_first_bit(u64 m)
 {
-	u32 first = kick_llc_first[llc & (MAX_LLCS - 1)], last = kick_llc_last[llc & (MAX_LLCS - 1)];
-	u32 k, w;
+	u64 x = (m & -m) - 1;
 
-	bpf_for(k, 0, MAX_CPUS / 64) {
-		u64 m;
-
-		w = first + k;
-		if (w > last || w >= MAX_CPUS / 64)
-			break;
-		m = kick_llc_words[llc & (MAX_LLCS - 1)][w & (MAX_CPUS / 64 - 1)];
-		if (m && (m & kick_idle_allowed(e, w)))
-			return true;
-	}
-	return false;
+	x = x - ((x >> 1) & 0x5555555555555555ULL);
+	x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	return (x * 0x0101010101010101ULL) >> 56;
 }
 
 /*
@@ -172,7 +163,9 @@ static __always_inline bool kick_machine_has_idle(struct kick_env *e)
 {
 	u32 w;
 
-	bpf_for(w, 0, MAX_CPUS / 64) {
+	/* unrolled (MAX_CPUS / 64 words): no iterator call per word */
+#pragma unroll
+	for (w = 0; w < MAX_CPUS / 64; w++) {
 		if (w * 64 >= topo.nr_cpu_ids)
 			break;
 		if (kick_idle_allowed(e, w))
@@ -215,38 +208,70 @@ static __always_inline u32 kick_search_first(u64 feat, s32 llc, s32 this_cpu)
 }
 
 /*
- * One LLC: the first idle allowed CPU, walked from kick_search_first().
- * Every CPU tested is counted in *probed (the word test is not a CPU probe).
+ * One LLC: the first idle allowed CPU in the wrap order from the CPU at
+ * kick_search_first()'s position (@s): the words of idle & allowed & the
+ * LLC's CPUs from @s's word to the LLC's last, then from its first back to
+ * @s's; the first word that is not empty gives its first set bit, in @s's
+ * word on the first visit only at or after @s, at the wrap's end the rest
+ * of it (read once: m0). for_each_cpu_wrap(cpu, mask, start) visits the
+ * same order: the CPUs at or after start, then those before it.
+ * *probed counts the CPUs the walk in that order passes before it stops
+ * (find_new_ilb()'s for_each_cpu_and: the CPU found is the last of them),
+ * from the positions, not by walking them; an LLC with no idle allowed
+ * CPU counts none. The word tests are the search's work (kick_idle_word()).
  */
 static s32 kick_search_llc(struct kick_env *e, s32 llc, s32 this_cpu, u64 feat, u32 *probed)
 {
-	u32 i, start, nr, first, n = 0;
-	s32 cpu = -1;
+	u32 l = llc & (MAX_LLCS - 1), nr, pos, first, last, nw, w0, w, k, at;
+	u64 m, m0 = 0;
+	s32 s, cpu;
 
 	if (llc < 0 || llc >= MAX_LLCS)
 		return -1;
-	/* nothing idle in the LLC: no walk */
-	if (!kick_llc_has_idle(e, llc))
+	nr = topo.llc_nr[l];
+	first = kick_llc_first[l];
+	last = kick_llc_last[l];
+	if (!nr || first > last || last >= MAX_CPUS / 64)
 		return -1;
-	start = topo.llc_start[llc & (MAX_LLCS - 1)];
-	nr = topo.llc_nr[llc & (MAX_LLCS - 1)];
-	first = kick_search_first(feat, llc, this_cpu);
-
-	bpf_for(i, 0, nr) {
-		u32 idx = first + i;
-		s32 cand;
-
-		if (idx >= nr)
-			idx -= nr;
-		idx += start;
-		cand = topo.llc_cpus[idx & (MAX_CPUS - 1)];
-		n++;
-		if (kick_candidate(e, cand)) {
-			cpu = cand;
-			break;
+	pos = kick_search_first(feat, llc, this_cpu);
+	/* this_cpu is the LLC's last CPU: the wrap starts at its first */
+	if (pos >= nr)
+		pos = 0;
+	s = topo.llc_cpus[(topo.llc_start[l] + pos) & (MAX_CPUS - 1)];
+	w0 = mask_word(s);
+	nw = last - first + 1;
+	/*
+	 * unrolled (MAX_CPUS / 64 steps, the words past the LLC's span skipped):
+	 * no iterator call per word, and no back-edge (7.3's verifier refused
+	 * the scheduler with plain bounded loops, DESIGN.md); m: the word found
+	 */
+	m = 0;
+#pragma unroll
+	for (k = 0; k < MAX_CPUS / 64; k++) {
+		if (m || k >= nw)
+			continue;
+		w = w0 + k;
+		if (w > last)
+			w -= nw;
+		m = kick_llc_words[l][w & (MAX_CPUS / 64 - 1)];
+		if (!m)
+			continue;
+		m &= kick_idle_allowed(e, w);
+		if (!k) {
+			m0 = m;
+			m &= ~0ULL << (s & 63);
 		}
 	}
-	*probed += n;
+	if (!m) {
+		/* the wrap's end: the start word's CPUs before @s (none at or after it: tested first) */
+		if (!m0)
+			return -1;
+		m = m0;
+		w = w0;
+	}
+	cpu = w * 64 + kick_first_bit(m);
+	at = topo.cpu_llc_pos[cpu & (MAX_CPUS - 1)];
+	*probed += (at >= pos ? at - pos : at + nr - pos) + 1;
 	return cpu;
 }
 
@@ -263,8 +288,12 @@ static __always_inline s32 kick_search(struct kick_env *e, s32 llc, s32 this_cpu
 	cpu = kick_search_llc(e, llc, this_cpu, feat, probed);
 	if (cpu >= 0 || llc < 0 || llc >= MAX_LLCS)
 		return cpu;
-	/* nothing idle anywhere: no walk of the other LLCs */
-	if (topo.nr_llcs > 1 && !kick_machine_has_idle(e))
+	/*
+	 * no other LLC, or nothing idle anywhere: no walk of the other LLCs (and
+	 * no iterator set up for none: its three kfunc calls cost a one-LLC
+	 * machine's tick at 100 % busy ~20 ns, placement-cost)
+	 */
+	if (topo.nr_llcs <= 1 || !kick_machine_has_idle(e))
 		return -1;
 	bpf_for(k, 0, topo.nr_llcs - 1) {
 		if (k >= MAX_LLCS)
@@ -277,57 +306,79 @@ static __always_inline s32 kick_search(struct kick_env *e, s32 llc, s32 this_cpu
 	return -1;
 }
 
-#ifndef KICK_ENV_DEFINED
-/* ---- the kick: the search, the decision, the atomic, the IPI ---- */
+/*
+ * The search from @this_cpu for the work queued on @llc, its CPUs counted
+ * (KICK_SCANNED) against @llc: the CPU to ask, or -1.
+ */
+static __always_inline s32 kick_search_counted(struct kick_env *e, s32 llc, s32 this_cpu, u64 feat)
+{
+	struct sis_counters *sc;
+	u32 probed = 0;
+	s32 cpu;
+
+	cpu = kick_search(e, llc, this_cpu, feat, &probed);
+	sc = llc_counters(llc);
+	if (sc)
+		sc->cnt[STAT_KICK_SCANNED] += probed;
+	return cpu;
+}
 
 /*
- * Ask an idle CPU to come and take the work just queued on @llc (its own
- * LLC first, then the nearest LLC that has one: that CPU will steal), as
- * kick_ilb() asks the idle load balancer:
+ * kick_ilb()'s flags for the CPU the search found:
  *   flags = atomic_fetch_or(flags, nohz_flags(ilb_cpu));
  *   if (flags & NOHZ_KICK_MASK) return;       already asked: no second IPI
- *   smp_call_function_single_async(ilb_cpu, ...);
  * Tim Chen's patch adds only the read before the atomic ("if ((atomic_read(
- * nohz_flags(ilb_cpu)) & flags) == flags) return;", KICK_SKIP_REDUNDANT);
- * its review's search from this_cpu + 1 is KICK_WRAP_NEXT: both above. Every CPU the search tests is counted (KICK_SCANNED), against
- * the enqueue's LLC.
+ * nohz_flags(ilb_cpu)) & flags) == flags) return;", KICK_SKIP_REDUNDANT,
+ * above). True when @cpu is to be kicked (counted in its LLC's STAT_KICK:
+ * the caller sends the IPI, smp_call_function_single_async()'s analog).
  */
-static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
+static __always_inline bool kick_ask(s32 cpu, u64 feat)
 {
-	struct kick_env e = { .p = p };
 	struct sis_counters *ksc;
-	s32 cpu;
-	u32 probed = 0;
 	u64 bit, old;
 	u64 *word;
 
-	if (llc < 0 || llc >= MAX_LLCS)
-		return;
-	e.idle = scx_bpf_get_idle_cpumask();
-	cpu = kick_search(&e, llc, bpf_get_smp_processor_id(), feat, &probed);
-	scx_bpf_put_idle_cpumask(e.idle);
-	{
-		struct sis_counters *sc = llc_counters(llc);
-
-		if (sc)
-			sc->cnt[STAT_KICK_SCANNED] += probed;
-	}
 	if (cpu < 0 || cpu >= MAX_CPUS)
-		return;
+		return false;
 	/* the kicked CPU's LLC counts the kick: one lookup of its row */
 	ksc = llc_counters(sis_cpu_llc(cpu));
-
 	if (kick_already_asked(feat, kick_test(cpu), ksc ? ksc->cnt : NULL))
-		return;
+		return false;
 	bit = mask_bit(cpu);
 	word = &kick_pending[mask_word(cpu)];
 	old = __sync_fetch_and_or(word, bit);
 	if (ksc)
 		ksc->cnt[STAT_KICK_ATOMIC]++;
 	if (old & bit)
-		return;
-	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		return false;
 	if (ksc)
 		ksc->cnt[STAT_KICK]++;
+	return true;
+}
+
+#ifndef KICK_ENV_DEFINED
+/* ---- the kick: the search, the decision, the atomic, the IPI ---- */
+
+/*
+ * Ask an idle CPU to come and take the work just queued on @llc (its own
+ * LLC first, then the nearest LLC that has one: that CPU will steal), as
+ * kick_ilb() asks the idle load balancer: the search under the idle mask's
+ * reference (kick_search_counted()), the flag word (kick_ask()), the IPI.
+ * Every CPU the search passes is counted (KICK_SCANNED), against the
+ * enqueue's LLC. Only the sched_ext calls (the mask's get and put, the
+ * kick) are not in the host objects' path (cost.bpf.c times the rest).
+ */
+static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
+{
+	struct kick_env e = { .p = p };
+	s32 cpu;
+
+	if (llc < 0 || llc >= MAX_LLCS)
+		return;
+	e.idle = scx_bpf_get_idle_cpumask();
+	cpu = kick_search_counted(&e, llc, bpf_get_smp_processor_id(), feat);
+	scx_bpf_put_idle_cpumask(e.idle);
+	if (kick_ask(cpu, feat))
+		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 }
 #endif /* !KICK_ENV_DEFINED */

@@ -626,6 +626,60 @@ fn decide_kick_search_matches_full_walk() {
     assert_eq!(cases, 24 * 40);
 }
 
+/// The search's bit arithmetic at the word edges (cpumask_first_and() within a word,
+/// for_each_cpu_wrap()'s order from this_cpu + 1): LLC 0 is CPUs 0-191 (three mask words),
+/// LLC 1 CPUs 192-255. Each case is the CPU the walk in wrap order finds first, and the CPUs
+/// it passes. Mutants: the start word's mask off by one, the wrap's end dropped, the wrap
+/// back to the first word only, the lowest set bit not isolated (tools/mutants).
+#[test]
+fn decide_kick_search_word_edges() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let t = TopoDesc::synthetic(2, 128, 1, 1);
+    let mut cpus = t.cpus.clone();
+    for c in cpus.iter_mut() {
+        c.llc = if c.id < 192 { 0 } else { 1 };
+    }
+    let t = TopoDesc { cpus }.build().expect("topology");
+    {
+        let bss = skel.maps.bss_data.as_mut().expect("bss mmapped");
+        // SAFETY: both are `struct sis_topo` of intf.h
+        unsafe { copy_same_c_type(&*t, &mut bss.topo) };
+    }
+    io(&mut skel).allowed = words(&(0..256).collect::<Vec<_>>());
+    let w = F_KICK_WRAP_NEXT;
+    // (features, this_cpu, idle CPUs, the CPU found, CPUs passed)
+    for (feat, this, idle, cpu, probed) in [
+        // the start on a word's first bit (this_cpu 63: from 64): 64, not 63 behind it
+        (w, 63, &[63, 64, 65][..], 64, 1),
+        // the start on a word's last bit (from 63): 63 itself, not 62 nor 64
+        (w, 62, &[62, 63, 64], 63, 1),
+        // the first set bit of a word with several: 130, not 131
+        (w, 127, &[131, 130], 130, 3),
+        (0, 5, &[131, 130, 191], 130, 131),
+        // past the LLC's last word: the wrap from its first word (0-191, this_cpu 150)
+        (w, 150, &[70], 70, 41 + 71),
+        (w, 150, &[149, 3], 3, 41 + 4),
+        // the wrap's end: the start word's CPUs before the start (from 101: 100 is last)
+        (w, 100, &[100], 100, 192),
+        (w, 100, &[100, 99], 99, 191),
+        // this_cpu the LLC's last CPU: from its first
+        (w, 191, &[191, 5], 5, 6),
+        // this_cpu in the other LLC: LLC 0 from its first CPU
+        (w, 200, &[191, 64], 64, 65),
+        // nothing idle in LLC 0: LLC 1, from its first CPU
+        (w, 10, &[255, 193], 193, 2),
+        (w, 10, &[], -1, 0),
+    ] {
+        let k = kick(&mut skel, feat, 0, this, idle);
+        assert_eq!(
+            (k.cpu, k.probed),
+            (cpu, probed),
+            "feat {feat:#x} this_cpu {this} idle {idle:?}"
+        );
+    }
+}
+
 /// The enqueue's kick: the kernel leaves a wakee with no idle CPU found on target (only
 /// target is woken); the machine-wide search for an idle CPU to kick is the rescue the
 /// kernel lacks, taken only with its feature on and never for a pinned task.

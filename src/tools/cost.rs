@@ -2,11 +2,14 @@
 //! `scx_sisutil placement-cost`: what one wake-up placement costs on this host's CPU, per
 //! policy, LLC size and load, and what the loader's per-interval work costs.
 //!
-//! The wake-up: src/bpf/tools/cost.bpf.c runs the scheduler's own select_task_rq_fair()
-//! (sis.bpf.h) and, when it leaves the task queued, the enqueue's kick search (kick.bpf.h),
-//! many times per BPF_PROG_TEST_RUN (bpf_loop, timed inside with bpf_ktime_get_ns), on one
-//! synthetic LLC with `busy_pct` of its CPUs busy. Runs through the host's verifier and JIT:
-//! root and bpf() are needed, sched_ext is not.
+//! The wake-up and the tick as the policy ships them: src/bpf/tools/cost.bpf.c runs the
+//! scheduler's own select_task_rq_fair() (sis.bpf.h) and, when it leaves the task queued, the
+//! enqueue's work (the kick search of kick.bpf.h only where WAKE_RESCUE is on), and apart
+//! from it a busy CPU's tick (its kick decision and search), many times per
+//! BPF_PROG_TEST_RUN (timed inside with bpf_ktime_get_ns, the clock's own cost measured on an
+//! empty region and subtracted), on a synthetic machine with `busy_pct` of each LLC's CPUs
+//! busy. sched_ext's kfuncs are outside the timed region ([`NOT_TIMED`]). Runs through the
+//! host's verifier and JIT: root and bpf() are needed, sched_ext is not.
 //!
 //! The loader: the scheduler's own per-interval update (scheduler.rs UtilUpdate: every CPU's
 //! busy time, the util filter, SIS_UTIL's depth, the writes, the feature word) against the
@@ -23,6 +26,7 @@ use rand::SeedableRng;
 use serde::Serialize;
 use std::mem::MaybeUninit;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use crate::bpf_intf as bi;
@@ -76,8 +80,8 @@ pub struct CostOpts {
     #[arg(long)]
     pub cold: bool,
     /// Leave steps out of the timed region, to see what each costs (comma-separated):
-    /// features (the feature word's map lookup), allowed (wake_allowed), kick (the enqueue's
-    /// kick search); the counters are counted in place, inside the wake-up
+    /// features (the feature word's map lookup), allowed (wake_allowed), kick (the kick search
+    /// and its flag word, the rescue's and the tick's); the counters are counted in place
     #[arg(long, value_delimiter = ',')]
     pub omit: Vec<String>,
     /// Print a JSON list of rows instead of the table
@@ -109,9 +113,15 @@ pub struct CostOpts {
     /// in BPF_PROG_TEST_RUN at the same time (--runs runs of 2^20 updates per thread); and a
     /// wake-up's four shared-line writes (wake-queue: the LLC queue's line, V, W, the steal
     /// count) against LLC_SHARDS' (wake-shards: the queue's line the CPU's shard's), 4
-    /// updates per wake-up
+    /// updates per wake-up, with their ratio's median, min and max over the rounds. A round
+    /// counts only if the threads' per-iteration timestamps show them running at once for
+    /// half the time or more; the others are refused (said on stderr) and tried again
     #[arg(long)]
     pub contention: bool,
+    /// A line on stderr as each BPF_PROG_TEST_RUN of the placement measurement starts, with
+    /// its CLOCK_MONOTONIC time in ns (Ctrl-C stops between two of them)
+    #[arg(long)]
+    pub trace_test_runs: bool,
 }
 
 /// One measured case.
@@ -130,29 +140,59 @@ pub struct Row {
     pub nr_idle_scan: u64,
     pub runs: u32,
     pub placements_per_run: u32,
-    /// median over the runs of the mean timed region (select_cpu's and enqueue's work)
+    /// the wake-up (select_cpu's and the enqueue's work, as the policy runs them), net of the
+    /// clock: median over the runs of (the run's mean timed region - its empty region's)
     pub ns_per_placement: f64,
     pub ns_p25: f64,
     pub ns_p75: f64,
     pub ns_min: f64,
     pub ns_max: f64,
+    /// a busy CPU's tick with one task queued in its LLC (the kick decision, and the kick
+    /// search and flag word when it kicks), net of the clock, as ns_per_placement
+    pub tick_ns: f64,
+    pub tick_p25: f64,
+    pub tick_p75: f64,
+    pub tick_min: f64,
+    pub tick_max: f64,
+    /// ticks that searched for a CPU to kick, percent; per tick, the CPUs the search passed
+    /// (KICK_SCANNED) and its word tests
+    pub tick_search_pct: f64,
+    pub tick_kick_scanned: f64,
+    pub tick_word_tests: f64,
     /// per placement, over all runs: median and 99th percentile of the timed region (1 ns
     /// buckets; the clock's own share, ns_harness, included)
     pub ns_place_p50: f64,
     pub ns_place_p99: f64,
-    /// the same timed region left empty: the clock's own share (included above)
+    /// the same timed region left empty: the clock's own share (subtracted above; median,
+    /// min and max over the runs)
     pub ns_harness: f64,
+    pub ns_harness_min: f64,
+    pub ns_harness_max: f64,
     /// CPUs probed per placement: select_idle_sibling's scanned (the fast checks count one)
-    /// plus the enqueue's kick search
+    /// plus the CPUs the rescue's kick search passed (WAKE_RESCUE only; the search jumps to
+    /// the CPU by word tests, KICK_SCANNED counts the CPUs a walk would have tested)
     pub cpus_examined: f64,
     pub scanned: f64,
     pub kick_scanned: f64,
-    /// the kick search's word tests per placement (64 CPUs of idle & allowed & an LLC each;
-    /// not counted in cpus_examined)
+    /// the rescue's kick search's word tests per placement (64 CPUs of idle & allowed & an
+    /// LLC each; not counted in cpus_examined)
     pub word_tests: f64,
+    /// placements whose enqueue searched for a CPU to kick (WAKE_RESCUE), percent
+    pub rescue_pct: f64,
     /// placements on an idle CPU select_cpu claimed (no enqueue, no kick search), percent
     pub direct_pct: f64,
+    /// what the timed regions leave out ([`NOT_TIMED`])
+    pub not_timed: &'static str,
 }
+
+/// Outside every timed region: what a syscall program cannot call (sched_ext's kfuncs) and
+/// the task's storage.
+pub const NOT_TIMED: &str = "sched_ext kfuncs: the idle mask's get/put \
+(scx_bpf_get/put_idle_cpumask), the claim (scx_bpf_test_and_clear_cpu_idle), the DSQ insert \
+(scx_bpf_dsq_insert[_vtime]) with its vtime key's task-storage work, the kick \
+(scx_bpf_kick_cpu), the tick's queue length and head (scx_bpf_dsq_nr_queued, the DSQ \
+iterator); the task-storage lookups of select_cpu and enqueue; TTWU_QUEUE_DESCHED's test at \
+sched_waking";
 
 /// A policy: its name and feature word.
 pub fn parse_policy(spec: &str) -> Result<(String, u64)> {
@@ -201,6 +241,25 @@ pub struct CostBpf<'obj> {
     skel: CostSkel<'obj>,
     /// placements per BPF_PROG_TEST_RUN (see `chunk_for`)
     chunk: u32,
+    /// --trace-test-runs: a line as each test run starts
+    verbose: bool,
+}
+
+/// Set by SIGINT, SIGTERM or SIGHUP during the placement measurement (cost_main's handler):
+/// no test run starts after it.
+static STOP: AtomicBool = AtomicBool::new(false);
+/// Test runs started (the interruption's message).
+static TEST_RUNS: AtomicU64 = AtomicU64::new(0);
+
+/// CLOCK_MONOTONIC in ns (what `--trace-test-runs` prints; a test compares it with its own).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec to fill
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Placements per BPF_PROG_TEST_RUN on an LLC of `n` CPUs: a test run cannot be interrupted,
@@ -225,7 +284,11 @@ impl<'obj> CostBpf<'obj> {
         let skel = open.load().context(
             "loading the placement-cost BPF object (bpf() refused? libbpf's messages above say why)",
         )?;
-        Ok(CostBpf { skel, chunk: 1024 })
+        Ok(CostBpf {
+            skel,
+            chunk: 1024,
+            verbose: false,
+        })
     }
 
     /// `llcs` LLCs of `n` CPUs (pairs of threads with `smt`), `busy_pct` of each LLC's CPUs
@@ -330,6 +393,7 @@ impl<'obj> CostBpf<'obj> {
     /// One run of `placements`, in test runs of at most `self.chunk` (the first seeded with
     /// `seed`, the next ones with seeds derived from it; a test run cannot be interrupted,
     /// Ctrl-C takes effect between them), summed over them.
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &mut self,
         feat: u64,
@@ -338,18 +402,32 @@ impl<'obj> CostBpf<'obj> {
         harness_only: bool,
         cold: bool,
         omit: u32,
+        tick: bool,
     ) -> Result<RunOut> {
         let mut sum: Option<RunOut> = None;
         let mut left = placements;
         let mut i = 0u32;
         while left > 0 {
+            if STOP.load(Ordering::Relaxed) {
+                bail!(
+                    "interrupted: stopped between two test runs ({} run)",
+                    TEST_RUNS.load(Ordering::Relaxed)
+                );
+            }
+            let n = TEST_RUNS.fetch_add(1, Ordering::Relaxed) + 1;
+            if self.verbose {
+                eprintln!(
+                    "placement-cost: test run {n} starts at {} ns",
+                    monotonic_ns()
+                );
+            }
             let now = left.min(self.chunk);
             let s = if i == 0 {
                 seed
             } else {
                 seed ^ i.wrapping_mul(0x9e37_79b9)
             };
-            let o = self.test_run(feat, now, s, harness_only, cold, omit)?;
+            let o = self.test_run(feat, now, s, harness_only, cold, omit, tick)?;
             sum = Some(match sum {
                 None => o,
                 Some(mut a) => {
@@ -363,7 +441,8 @@ impl<'obj> CostBpf<'obj> {
         sum.context("a run of no placements")
     }
 
-    /// One BPF_PROG_TEST_RUN.
+    /// One BPF_PROG_TEST_RUN: `placements` wake-ups, or as many ticks with `tick`.
+    #[allow(clippy::too_many_arguments)]
     fn test_run(
         &mut self,
         feat: u64,
@@ -372,6 +451,7 @@ impl<'obj> CostBpf<'obj> {
         harness_only: bool,
         cold: bool,
         omit: u32,
+        tick: bool,
     ) -> Result<RunOut> {
         self.skel
             .maps
@@ -386,6 +466,7 @@ impl<'obj> CostBpf<'obj> {
             bss.cost_cfg.harness_only = harness_only as u32;
             bss.cost_cfg.cold = cold as u32;
             bss.cost_cfg.omit = omit;
+            bss.cost_cfg.tick = tick as u32;
             bss.cost_out.placements = 0;
         }
         let ret = self
@@ -416,6 +497,7 @@ impl<'obj> CostBpf<'obj> {
             placements: out.placements,
             cnt,
             direct: out.direct,
+            searched: out.searched,
             word_tests: out.word_tests,
             hist: out.hist.to_vec(),
         })
@@ -428,6 +510,8 @@ struct RunOut {
     placements: u64,
     cnt: Vec<u64>,
     direct: u64,
+    /// kick searches run (the rescue's, or the tick's)
+    searched: u64,
     word_tests: u64,
     /// timed regions by ns (the last bucket open)
     hist: Vec<u32>,
@@ -439,6 +523,7 @@ impl RunOut {
         self.ns += o.ns;
         self.placements += o.placements;
         self.direct += o.direct;
+        self.searched += o.searched;
         self.word_tests += o.word_tests;
         self.cnt.iter_mut().zip(&o.cnt).for_each(|(a, b)| *a += b);
         self.hist
@@ -570,6 +655,7 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
     let omit = omit_bits(&opts.omit)?;
     let mut obj = MaybeUninit::uninit();
     let mut bpf = CostBpf::load(&mut obj)?;
+    bpf.verbose = opts.trace_test_runs;
     let total = machines.len() * opts.busy.len() * policies.len();
     let mut rows = vec![];
     let started = Instant::now();
@@ -594,30 +680,52 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
                 };
                 // warm-up: SIS_PROP's avg_scan_cost settles, code and data are cached
                 let (idle, depth) = case(&mut bpf, 0)?;
-                bpf.run(*feat, opts.placements, 1, false, opts.cold, omit)?;
-                let mut ns = vec![];
-                let mut harness = vec![];
+                bpf.run(*feat, opts.placements, 1, false, opts.cold, omit, false)?;
+                bpf.run(*feat, opts.placements, 1, false, opts.cold, omit, true)?;
+                let (mut ns, mut tick, mut harness) = (vec![], vec![], vec![]);
                 let mut hist: Vec<u64> = vec![];
-                let mut cnt = vec![0u64; STAT_NR];
-                let (mut placed, mut direct, mut words) = (0u64, 0u64, 0u64);
+                let (mut cnt, mut tcnt) = (vec![0u64; STAT_NR], vec![0u64; STAT_NR]);
+                let (mut placed, mut direct, mut words, mut rescued) = (0u64, 0u64, 0u64, 0u64);
+                let (mut ticks, mut tsearched, mut twords) = (0u64, 0u64, 0u64);
                 for r in 0..opts.runs {
-                    // each run its own busy CPUs
+                    // each run its own busy CPUs; the empty region, the wake-up and the tick
+                    // on them, the clock's share subtracted from each
                     case(&mut bpf, 1 + r as u64)?;
-                    let o = bpf.run(*feat, opts.placements, 2 + r, false, opts.cold, omit)?;
-                    ns.push(o.ns as f64 / o.placements as f64);
+                    let run = |bpf: &mut CostBpf, harness: bool, tick: bool| {
+                        bpf.run(
+                            *feat,
+                            opts.placements,
+                            2 + r,
+                            harness,
+                            opts.cold,
+                            omit,
+                            tick,
+                        )
+                    };
+                    let h = run(&mut bpf, true, false)?;
+                    let h = h.ns as f64 / h.placements as f64;
+                    harness.push(h);
+                    let o = run(&mut bpf, false, false)?;
+                    ns.push(o.ns as f64 / o.placements as f64 - h);
                     placed += o.placements;
                     direct += o.direct;
                     words += o.word_tests;
+                    rescued += o.searched;
                     cnt.iter_mut().zip(&o.cnt).for_each(|(a, b)| *a += b);
                     hist.resize(o.hist.len(), 0);
                     hist.iter_mut()
                         .zip(&o.hist)
                         .for_each(|(a, &b)| *a += b as u64);
-                    let o = bpf.run(*feat, opts.placements, 2 + r, true, opts.cold, omit)?;
-                    harness.push(o.ns as f64 / o.placements as f64);
+                    let o = run(&mut bpf, false, true)?;
+                    tick.push(o.ns as f64 / o.placements as f64 - h);
+                    ticks += o.placements;
+                    tsearched += o.searched;
+                    twords += o.word_tests;
+                    tcnt.iter_mut().zip(&o.cnt).for_each(|(a, b)| *a += b);
                 }
-                ns.sort_by(|a, b| a.total_cmp(b));
-                harness.sort_by(|a, b| a.total_cmp(b));
+                for v in [&mut ns, &mut tick, &mut harness] {
+                    v.sort_by(|a, b| a.total_cmp(b));
+                }
                 let per = |s: usize| cnt[s] as f64 / placed as f64;
                 rows.push(Row {
                     policy: name.clone(),
@@ -635,14 +743,26 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
                     ns_p75: percentile(&ns, 0.75),
                     ns_min: ns[0],
                     ns_max: ns[ns.len() - 1],
+                    tick_ns: percentile(&tick, 0.5),
+                    tick_p25: percentile(&tick, 0.25),
+                    tick_p75: percentile(&tick, 0.75),
+                    tick_min: tick[0],
+                    tick_max: tick[tick.len() - 1],
+                    tick_search_pct: 100.0 * tsearched as f64 / ticks as f64,
+                    tick_kick_scanned: tcnt[STAT_KICK_SCANNED] as f64 / ticks as f64,
+                    tick_word_tests: twords as f64 / ticks as f64,
                     ns_place_p50: hist_quantile(&hist, 0.5),
                     ns_place_p99: hist_quantile(&hist, 0.99),
                     ns_harness: percentile(&harness, 0.5),
+                    ns_harness_min: harness[0],
+                    ns_harness_max: harness[harness.len() - 1],
                     cpus_examined: per(STAT_SCANNED) + per(STAT_KICK_SCANNED),
                     scanned: per(STAT_SCANNED),
                     kick_scanned: per(STAT_KICK_SCANNED),
                     word_tests: words as f64 / placed as f64,
+                    rescue_pct: 100.0 * rescued as f64 / placed as f64,
                     direct_pct: 100.0 * direct as f64 / placed as f64,
+                    not_timed: NOT_TIMED,
                 });
             }
         }
@@ -652,37 +772,41 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<28} {:>4} {:>4} {:>5} {:>6} {:>9} {:>15} {:>11} {:>7} {:>8} {:>6} {:>6} {:>7}",
+        "{:<28} {:>4} {:>4} {:>5} {:>5} {:>8} {:>15} {:>8} {:>15} {:>5} {:>8} {:>6} {:>7} {:>6} {:>6}",
         "policy",
         "llcs",
         "llc",
         "busy%",
         "depth",
-        "ns/place",
-        "p25..p75",
-        "p50/p99",
+        "wake ns",
+        "min..max",
+        "tick ns",
+        "min..max",
         "clock",
         "examined",
-        "kick",
         "words",
-        "direct%"
+        "direct%",
+        "t.kick",
+        "t.wrds"
     );
     for r in rows {
         println!(
-            "{:<28} {:>4} {:>4} {:>5} {:>6} {:>9.1} {:>15} {:>11} {:>7.1} {:>8.2} {:>6.2} {:>6.2} {:>7.1}",
+            "{:<28} {:>4} {:>4} {:>5} {:>5} {:>8.1} {:>15} {:>8.1} {:>15} {:>5.1} {:>8.2} {:>6.2} {:>7.1} {:>6.2} {:>6.2}",
             r.policy,
             r.llcs,
             r.llc_weight,
             r.busy_pct,
             r.nr_idle_scan,
             r.ns_per_placement,
-            format!("{:.1}..{:.1}", r.ns_p25, r.ns_p75),
-            format!("{:.0}/{:.0}", r.ns_place_p50, r.ns_place_p99),
+            format!("{:.1}..{:.1}", r.ns_min, r.ns_max),
+            r.tick_ns,
+            format!("{:.1}..{:.1}", r.tick_min, r.tick_max),
             r.ns_harness,
             r.cpus_examined,
-            r.kick_scanned,
             r.word_tests,
-            r.direct_pct
+            r.direct_pct,
+            r.tick_kick_scanned,
+            r.tick_word_tests
         );
     }
 }
@@ -1099,15 +1223,25 @@ fn print_loader(r: &LoaderRow) {
 pub struct ContRow {
     pub mode: &'static str,
     pub threads: usize,
-    /// median over the runs of the threads' mean ns per update
+    /// median over the accepted rounds of the threads' mean ns per update; min..max, p25..p75
     pub ns_per_update: f64,
     pub ns_p25: f64,
     pub ns_p75: f64,
-    /// median over the runs: the time all threads were in their timed regions together,
-    /// in % of the longest region (near 100: they ran at once)
-    pub overlap_pct: f64,
+    pub ns_min: f64,
+    pub ns_max: f64,
+    /// median over the accepted rounds: the time every thread was running at once, from
+    /// their per-iteration stamps, in % of the longest thread's (near 100: two CPUs at once)
+    pub together_pct: f64,
+    /// rounds accepted (all threads running at once >= CONT_TOGETHER_PCT % of the time) and
+    /// refused (fewer than --runs accepted after 3 x --runs tries: said on stderr)
     pub runs: u32,
+    pub refused: u32,
     pub updates: u32,
+    /// wake-shards only: its ns per update over wake-queue's, per round (the two measured
+    /// back to back in each), median, min and max over the rounds both accepted
+    pub ratio_to_wake_queue: Option<f64>,
+    pub ratio_min: Option<f64>,
+    pub ratio_max: Option<f64>,
 }
 
 /// cost.bpf.c's cont_modes, in order
@@ -1120,6 +1254,66 @@ const CONT_MODES: [&str; 6] = [
     "wake-shards",
 ];
 const CONT_UPDATES: u32 = 1 << 20;
+/// cost.bpf.c's CONT_TS (stamps per thread) and CONT_TS_CPUS
+const CONT_TS: usize = 4096;
+const CONT_TS_CPUS: usize = 8;
+/// A round counts only if every thread ran at the same time for this % of the longest
+/// thread's run (from the stamps); two threads time-sliced on one CPU are near 0.
+const CONT_TOGETHER_PCT: f64 = 50.0;
+
+/// The time every thread was running at once, in % of the longest thread's span, from each
+/// thread's per-iteration stamps (`ts[t]`, ascending): thread t is running between two
+/// consecutive stamps when they are at most 4 x its median step apart (a longer gap is a
+/// preemption, or the CPU lent to the other thread).
+pub fn together_pct(ts: &[Vec<u64>]) -> f64 {
+    if ts.is_empty() || ts.iter().any(|v| v.len() < 2) {
+        return 0.0;
+    }
+    // each thread's running intervals, merged
+    let runs: Vec<Vec<(u64, u64)>> = ts
+        .iter()
+        .map(|v| {
+            let mut gaps: Vec<u64> = v.windows(2).map(|w| w[1].saturating_sub(w[0])).collect();
+            gaps.sort_unstable();
+            let limit = 4 * gaps[gaps.len() / 2].max(1);
+            let mut iv: Vec<(u64, u64)> = vec![];
+            for w in v.windows(2) {
+                if w[1] <= w[0] || w[1] - w[0] > limit {
+                    continue;
+                }
+                match iv.last_mut() {
+                    Some(l) if l.1 == w[0] => l.1 = w[1],
+                    _ => iv.push((w[0], w[1])),
+                }
+            }
+            iv
+        })
+        .collect();
+    let longest = ts
+        .iter()
+        .map(|v| v[v.len() - 1] - v[0])
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    // intersect the threads' interval lists, two at a time
+    let mut both = runs[0].clone();
+    for r in &runs[1..] {
+        let (mut i, mut j, mut out) = (0, 0, vec![]);
+        while i < both.len() && j < r.len() {
+            let (lo, hi) = (both[i].0.max(r[j].0), both[i].1.min(r[j].1));
+            if lo < hi {
+                out.push((lo, hi));
+            }
+            if both[i].1 < r[j].1 {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        both = out;
+    }
+    100.0 * both.iter().map(|&(a, b)| b - a).sum::<u64>() as f64 / longest as f64
+}
 
 /// The CPUs this process may run on.
 fn allowed_cpus() -> Result<Vec<usize>> {
@@ -1159,21 +1353,34 @@ fn pinned_test_run(fd: i32, cpu: usize, start: &std::sync::Barrier) -> Result<()
     Ok(())
 }
 
+/// What one contention run gives per thread: its (t0, t1) and its per-iteration stamps.
+type ContSpans = (Vec<(u64, u64)>, Vec<Vec<u64>>);
+
 /// One run of the contention program in mode `mode`, `updates` per thread, a thread pinned
-/// to each of `cpus`, all started together: each thread's (t0, t1).
+/// to each of `cpus`, all started together: each thread's (t0, t1), and the stamps of the
+/// threads on CPUs below CONT_TS_CPUS.
 fn contention_run(
     bpf: &mut CostBpf<'_>,
     fd: i32,
     mode: u32,
     cpus: &[usize],
     updates: u32,
-) -> Result<Vec<(u64, u64)>> {
+) -> Result<ContSpans> {
+    // a stamp every 2^shift steps of 16 updates: at most CONT_TS of them
+    let steps = (updates / 16).max(1) as usize;
+    let shift = (steps.div_ceil(CONT_TS))
+        .next_power_of_two()
+        .trailing_zeros();
     {
         let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
         bss.cont_cfg.mode = mode;
         bss.cont_cfg.iters = updates;
+        bss.cont_cfg.ts_shift = shift;
         bss.cont_t0.fill(0);
         bss.cont_t1.fill(0);
+        for t in bss.cont_ts.iter_mut() {
+            t.fill(0);
+        }
     }
     let start = std::sync::Barrier::new(cpus.len());
     std::thread::scope(|sc| {
@@ -1199,7 +1406,13 @@ fn contention_run(
     if spans.iter().any(|&(a, b)| b <= a) {
         bail!("a thread's run left no timing (was it moved off its CPU?)");
     }
-    Ok(spans)
+    let n = (steps >> shift).clamp(1, CONT_TS);
+    let stamps = cpus
+        .iter()
+        .filter(|&&c| c < CONT_TS_CPUS)
+        .map(|&c| bss.cont_ts[c][..n].to_vec())
+        .collect();
+    Ok((spans, stamps))
 }
 
 pub fn measure_contention(opts: &CostOpts) -> Result<Vec<ContRow>> {
@@ -1215,34 +1428,94 @@ pub fn measure_contention(opts: &CostOpts) -> Result<Vec<ContRow>> {
     if cpus.len() > 1 {
         counts.push(cpus.len().min(bi::sis_consts_MAX_CPUS as usize));
     }
-    let mut rows = vec![];
-    for (mode, &name) in CONT_MODES.iter().enumerate() {
-        for &t in &counts {
-            let (mut per, mut overlap) = (vec![], vec![]);
-            for _ in 0..opts.runs {
-                let spans = contention_run(&mut bpf, fd, mode as u32, &cpus[..t], CONT_UPDATES)?;
-                let mean = spans.iter().map(|&(a, b)| (b - a) as f64).sum::<f64>() / t as f64;
-                per.push(mean / CONT_UPDATES as f64);
-                let (lo, hi) = (
-                    spans.iter().map(|s| s.0).max().unwrap_or(0),
-                    spans.iter().map(|s| s.1).min().unwrap_or(0),
+    // rounds, each every mode at each thread count back to back (a ratio within a round
+    // sees one state of the host); a round whose threads did not run at once is refused and
+    // tried again, up to 3 x --runs tries in all
+    let cases: Vec<(usize, usize)> = (0..CONT_MODES.len())
+        .flat_map(|m| counts.iter().map(move |&t| (m, t)))
+        .collect();
+    // per case: per round, Some((ns per update, together %)) if accepted
+    let mut got: Vec<Vec<Option<(f64, f64)>>> = vec![vec![]; cases.len()];
+    let mut refused = vec![0u32; cases.len()];
+    let mut tries = 0;
+    while tries < 3 * opts.runs
+        && got
+            .iter()
+            .any(|g| g.iter().flatten().count() < opts.runs as usize)
+    {
+        tries += 1;
+        for (k, &(mode, t)) in cases.iter().enumerate() {
+            let (spans, stamps) =
+                contention_run(&mut bpf, fd, mode as u32, &cpus[..t], CONT_UPDATES)?;
+            let mean = spans.iter().map(|&(a, b)| (b - a) as f64).sum::<f64>() / t as f64;
+            let ns = mean / CONT_UPDATES as f64;
+            let together = if t > 1 { together_pct(&stamps) } else { 100.0 };
+            if t > 1 && together < CONT_TOGETHER_PCT {
+                refused[k] += 1;
+                eprintln!(
+                    "placement-cost --contention: {} with {t} threads, round {tries} refused: \
+                     the threads ran at once {together:.0} % of the time (per-iteration \
+                     stamps; < {CONT_TOGETHER_PCT} %)",
+                    CONT_MODES[mode]
                 );
-                let longest = spans.iter().map(|&(a, b)| b - a).max().unwrap_or(1);
-                overlap.push(100.0 * hi.saturating_sub(lo) as f64 / longest as f64);
+                got[k].push(None);
+            } else {
+                got[k].push(Some((ns, together)));
             }
-            per.sort_by(|a, b| a.total_cmp(b));
-            overlap.sort_by(|a, b| a.total_cmp(b));
-            rows.push(ContRow {
-                mode: name,
-                threads: t,
-                ns_per_update: percentile(&per, 0.5),
-                ns_p25: percentile(&per, 0.25),
-                ns_p75: percentile(&per, 0.75),
-                overlap_pct: percentile(&overlap, 0.5),
-                runs: opts.runs,
-                updates: CONT_UPDATES,
-            });
         }
+    }
+    let mut rows = vec![];
+    for (k, &(mode, t)) in cases.iter().enumerate() {
+        let mut ns: Vec<f64> = got[k].iter().flatten().map(|x| x.0).collect();
+        let mut together: Vec<f64> = got[k].iter().flatten().map(|x| x.1).collect();
+        if ns.is_empty() {
+            bail!(
+                "--contention: {} with {t} threads: no round in {tries} where the threads ran \
+                 at once (the host gave them no two CPUs together)",
+                CONT_MODES[mode]
+            );
+        }
+        if ns.len() < opts.runs as usize {
+            eprintln!(
+                "placement-cost --contention: {} with {t} threads: {} rounds accepted of \
+                 {tries} tried ({} refused)",
+                CONT_MODES[mode],
+                ns.len(),
+                refused[k]
+            );
+        }
+        ns.sort_by(|a, b| a.total_cmp(b));
+        together.sort_by(|a, b| a.total_cmp(b));
+        // wake-shards over wake-queue, round by round where both were accepted
+        let mut ratio: Vec<f64> = vec![];
+        if CONT_MODES[mode] == "wake-shards" {
+            let q = cases
+                .iter()
+                .position(|&(m, tt)| CONT_MODES[m] == "wake-queue" && tt == t)
+                .context("no wake-queue case")?;
+            ratio = got[k]
+                .iter()
+                .zip(&got[q])
+                .filter_map(|(a, b)| Some(a.as_ref()?.0 / b.as_ref()?.0))
+                .collect();
+            ratio.sort_by(|a, b| a.total_cmp(b));
+        }
+        rows.push(ContRow {
+            mode: CONT_MODES[mode],
+            threads: t,
+            ns_per_update: percentile(&ns, 0.5),
+            ns_p25: percentile(&ns, 0.25),
+            ns_p75: percentile(&ns, 0.75),
+            ns_min: ns[0],
+            ns_max: ns[ns.len() - 1],
+            together_pct: percentile(&together, 0.5),
+            runs: ns.len() as u32,
+            refused: refused[k],
+            updates: CONT_UPDATES,
+            ratio_to_wake_queue: (!ratio.is_empty()).then(|| percentile(&ratio, 0.5)),
+            ratio_min: ratio.first().copied(),
+            ratio_max: ratio.last().copied(),
+        });
     }
     Ok(rows)
 }
@@ -1258,20 +1531,37 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
             return Ok(());
         }
         println!(
-            "# {} (kernel {}), {} runs of {} updates per thread",
+            "# {} (kernel {}), {} rounds of {} updates per thread; a round counts when the \
+             threads ran at once >= {CONT_TOGETHER_PCT} % of the time (per-iteration stamps)",
             cpu_model(),
             kernel_release(),
             opts.runs,
             CONT_UPDATES
         );
         println!(
-            "{:<14} {:>7} {:>9} {:>9} {:>9} {:>9}",
-            "mode", "threads", "ns/upd", "p25", "p75", "overlap%"
+            "{:<14} {:>7} {:>9} {:>15} {:>9} {:>6} {:>8}",
+            "mode", "threads", "ns/upd", "min..max", "together%", "rounds", "refused"
         );
         for r in &rows {
             println!(
-                "{:<14} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>9.1}",
-                r.mode, r.threads, r.ns_per_update, r.ns_p25, r.ns_p75, r.overlap_pct
+                "{:<14} {:>7} {:>9.2} {:>15} {:>9.1} {:>6} {:>8}",
+                r.mode,
+                r.threads,
+                r.ns_per_update,
+                format!("{:.2}..{:.2}", r.ns_min, r.ns_max),
+                r.together_pct,
+                r.runs,
+                r.refused
+            );
+        }
+        for r in rows.iter().filter(|r| r.ratio_to_wake_queue.is_some()) {
+            println!(
+                "wake-shards / wake-queue at {} threads: {:.2} (min {:.2}, max {:.2}, over the \
+                 rounds both accepted)",
+                r.threads,
+                r.ratio_to_wake_queue.unwrap_or(0.0),
+                r.ratio_min.unwrap_or(0.0),
+                r.ratio_max.unwrap_or(0.0)
             );
         }
         return Ok(());
@@ -1294,17 +1584,27 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
         .as_deref()
         .map(crate::tools::plot::check_out)
         .transpose()?;
+    // a test run cannot be interrupted: the signal stops the measurement between two
+    ctrlc::set_handler(|| STOP.store(true, Ordering::Relaxed))
+        .context("installing the Ctrl-C handler")?;
     let rows = measure(opts, true)?;
     if opts.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
         println!(
-            "# {} (kernel {}), {} runs of {} placements per case",
+            "# {} (kernel {}), {} runs of {} placements and as many ticks per case",
             cpu_model(),
             kernel_release(),
             opts.runs,
             opts.placements
         );
+        println!(
+            "# wake ns: select_cpu + the enqueue as the policy runs them (the kick search only \
+             with WAKE_RESCUE); tick ns: a busy CPU's tick with a task queued (the kick \
+             decision and search); both the median over the runs, min..max, net of the clock \
+             (its empty region: the clock column)"
+        );
+        println!("# not timed: {NOT_TIMED}");
         print_table(&rows);
     }
     if let Some(out) = &plot_out {
@@ -1338,6 +1638,7 @@ mod tests {
             loader_llc: 32,
             interval_ms: 20,
             contention: false,
+            trace_test_runs: false,
         }
     }
 
@@ -1436,7 +1737,11 @@ mod tests {
         for (mode, name) in CONT_MODES.iter().enumerate() {
             bpf.skel.maps.bss_data.as_mut().unwrap().cont_words.fill(0);
             bpf.skel.maps.bss_data.as_mut().unwrap().cont_wake.fill(0);
-            contention_run(&mut bpf, fd, mode as u32, &cpus[..t], 4096).unwrap();
+            let (_, stamps) = contention_run(&mut bpf, fd, mode as u32, &cpus[..t], 4096).unwrap();
+            // 256 steps of 16 updates: a stamp each, ascending, per thread on CPUs 0..7
+            assert!(stamps
+                .iter()
+                .all(|v| v.len() == 256 && v.windows(2).all(|w| w[0] <= w[1])));
             let bss = bpf.skel.maps.bss_data.as_ref().unwrap();
             let (w, q) = (&bss.cont_words, &bss.cont_wake);
             let mut want = vec![0u64; w.len()];
@@ -1459,6 +1764,30 @@ mod tests {
             assert!(w.iter().eq(want.iter()), "mode {name}");
             assert!(q.iter().eq(want_q.iter()), "mode {name}: the wake-up lines");
         }
+    }
+
+    /// --contention's proof that the threads ran at once comes from their per-iteration
+    /// stamps, not their windows: two threads stamping every 10 ns side by side ran together
+    /// (~100 %); the same two time-sliced on one CPU (each 1 ms on, 1 ms off, in turn) have
+    /// overlapping windows but ran together ~0 %; one thread preempted half of the time
+    /// ran with the other half of it.
+    #[test]
+    fn contention_together_from_stamps() {
+        let steady = |from: u64, n: u64| (0..n).map(|k| from + 10 * k).collect::<Vec<u64>>();
+        // 1 ms slices of 100_000 stamps, thread a in even slices, b in odd ones
+        let sliced = |odd: u64| {
+            (0..10u64)
+                .filter(|s| s % 2 == odd)
+                .flat_map(|s| (0..100_000u64).map(move |k| s * 1_000_000 + 10 * k))
+                .collect::<Vec<u64>>()
+        };
+        let both = together_pct(&[steady(0, 100_000), steady(5, 100_000)]);
+        assert!(both > 99.0, "{both}");
+        let shared = together_pct(&[sliced(0), sliced(1)]);
+        assert!(shared < 1.0, "{shared}");
+        let half = together_pct(&[steady(0, 1_000_000), sliced(0)]);
+        assert!((45.0..55.0).contains(&half), "{half}");
+        assert_eq!(together_pct(&[steady(0, 1), steady(0, 5)]), 0.0);
     }
 
     fn row<'a>(rows: &'a [Row], policy: &str, n: u32, busy: u32) -> &'a Row {
@@ -1505,36 +1834,63 @@ mod tests {
             for p in ["vanilla", "patched", "patched-unbounded"] {
                 assert_eq!(row(&rows, p, n, 100).direct_pct, 0.0, "{p} {n} 100 %");
             }
-            // 90 %: SIS_UTIL scans nothing (depth 0), so the enqueue's search finds the idle
+            // 90 %: SIS_UTIL scans nothing (depth 0): the task is queued, and the enqueue does
+            // not search (no WAKE_RESCUE in the preset); a busy CPU's tick finds the idle
             // CPUs; the unbounded scan finds one itself
             let r = row(&rows, "patched", n, 90);
             assert_eq!(r.nr_idle_scan, 0);
-            assert!(r.kick_scanned >= 1.0 && r.direct_pct < 100.0, "{r:?}");
+            assert!(r.direct_pct < 100.0, "{r:?}");
+            assert_eq!(
+                (r.kick_scanned, r.word_tests, r.rescue_pct),
+                (0.0, 0.0, 0.0)
+            );
+            assert_eq!(r.tick_search_pct, 100.0, "{r:?}");
+            assert!(r.tick_kick_scanned >= 1.0, "{r:?}");
             let r = row(&rows, "patched-unbounded", n, 90);
             assert_eq!((r.kick_scanned, r.direct_pct), (0.0, 100.0), "{r:?}");
         }
     }
 
-    /// The kick search at full load on machines of many LLCs: the own LLC's words, then one
-    /// pass over the machine's words, and no walk of the other LLCs (without the machine-wide
-    /// test: one word per other LLC, 64 at 64x8).
+    /// The tick's kick search at full load on machines of many LLCs: the own LLC's words,
+    /// then one pass over the machine's words, and no walk of the other LLCs (without the
+    /// machine-wide test: one word per other LLC, 64 at 64x8). The rescue runs the same
+    /// search from the enqueue, only with WAKE_RESCUE (and then the tick does not search).
     #[test]
     fn placement_cost_kick_words_multi_llc() {
-        let mut o = opts(&[], &[100, 90], false, &["patched"]);
+        let mut o = opts(&[], &[100, 90], false, &["patched", "patched+WAKE_RESCUE"]);
         o.topologies = vec!["64x8".into(), "8x32".into(), "4x128".into()];
         let rows = measure(&o, false).expect("placement-cost");
         for (l, n, words) in [(64, 8, 1.0 + 8.0), (8, 32, 1.0 + 4.0), (4, 128, 2.0 + 8.0)] {
-            let r = rows
-                .iter()
-                .find(|r| r.llcs == l && r.llc_weight == n && r.busy_pct == 100)
-                .expect("row");
-            assert_eq!(r.word_tests, words, "{l}x{n}: {r:?}");
-            assert_eq!((r.kick_scanned, r.cpus_examined), (0.0, 1.0), "{r:?}");
+            let find = |p: &str, busy| {
+                rows.iter()
+                    .find(|r| {
+                        r.policy == p && r.llcs == l && r.llc_weight == n && r.busy_pct == busy
+                    })
+                    .expect("row")
+            };
+            let r = find("patched", 100);
+            assert_eq!(r.tick_word_tests, words, "{l}x{n}: {r:?}");
+            assert_eq!(
+                (r.tick_kick_scanned, r.tick_search_pct),
+                (0.0, 100.0),
+                "{r:?}"
+            );
+            assert_eq!((r.word_tests, r.cpus_examined), (0.0, 1.0), "{r:?}");
+            // the rescue: every queued wake-up searches, the same words
+            let r = find("patched+WAKE_RESCUE", 100);
+            assert_eq!(
+                (r.word_tests, r.rescue_pct),
+                (words, 100.0),
+                "{l}x{n}: {r:?}"
+            );
+            assert_eq!((r.tick_search_pct, r.tick_word_tests), (0.0, 0.0), "{r:?}");
             // 90 %: idle CPUs everywhere, the search finds one (never more than the LLC's walk)
-            let r = rows
-                .iter()
-                .find(|r| r.llcs == l && r.llc_weight == n && r.busy_pct == 90)
-                .expect("row");
+            let r = find("patched", 90);
+            assert!(
+                r.tick_kick_scanned >= 1.0 && r.tick_kick_scanned <= n as f64,
+                "{r:?}"
+            );
+            let r = find("patched+WAKE_RESCUE", 90);
             assert!(r.kick_scanned >= 1.0 && r.kick_scanned <= n as f64, "{r:?}");
         }
         assert!(parse_topology("0x8").is_err() && parse_topology("65x2").is_err());

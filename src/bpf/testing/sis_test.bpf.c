@@ -150,11 +150,6 @@ struct kick_env {
 	u32 unused;
 };
 
-static __always_inline bool kick_candidate(struct kick_env *e, s32 cpu)
-{
-	return mask_test(synth_idle, cpu) && mask_test(dec_io.allowed, cpu);
-}
-
 static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w)
 {
 	return synth_idle[w & (MAX_CPUS / 64 - 1)];
@@ -165,9 +160,8 @@ static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
 	return dec_io.allowed[w & (MAX_CPUS / 64 - 1)];
 }
 
-/* the search runs over the primitives above; the sched_ext parts left out but the flag word */
+/* the search runs over the primitives above; the flag word and take_kick() come with it */
 #define KICK_ENV_DEFINED
-#define KICK_FLAGS_TESTED
 #include "kick.bpf.h"
 
 /* take_kick(dec_io.cpu) on the flag word kick_pending (.bss, as the test set it): out whether

@@ -1,32 +1,45 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * Placement cost on the host's CPU: the scheduler's wake-up path - the
- * production select_task_rq_fair() of sis.bpf.h, and, when it places the
- * task on no idle CPU, the enqueue's kick search of kick.bpf.h - run many
- * times in one BPF_PROG_TEST_RUN (a loop inside the program), on a
- * synthetic machine of one or more LLCs whose idle mask, utilization and
- * SIS_PROP averages the caller sets through .bss (src/tools/cost.rs).
+ * Placement cost on the host's CPU: what the scheduler ships, run many
+ * times in one BPF_PROG_TEST_RUN (a loop inside the program) on a synthetic
+ * machine of one or more LLCs whose idle mask, utilization and SIS_PROP
+ * averages the caller sets through .bss (src/tools/cost.rs). Two paths,
+ * each the production functions in the order the callbacks call them:
  *
- * Each placement draws a waker CPU (a busy one, when any is busy), prev
- * (any CPU) and recent_used_cpu (in prev's LLC), restores the state the
- * previous placement changed (the claimed CPU's idle bit, has_idle_cores,
- * this CPU's wake_avg_idle), then times, with bpf_ktime_get_ns() on each
- * side, what ops.select_cpu and ops.enqueue do for it: the feature word's
- * map lookup, p->cpus_ptr into the context (wake_allowed: the wakee is
- * allowed everywhere, copied from the possible mask), select_task_rq_fair()
- * with its counters counted in place in the per-CPU statistics map
- * (SIS_COUNT_IN_PLACE: the scheduler's own counting, sis_ctx.bpf.h), and,
- * when the task is queued, the kick search and its counting. Not timed:
- * sched_ext's kfuncs (the idle mask's get/put, the claim's atomic, the DSQ
- * insert), which a syscall program cannot call. The same loop with
- * cost_cfg.harness_only set times an empty region: the clock's own share.
- * No struct_ops, no sched_ext kfunc: loads on any kernel that allows bpf().
+ * - the wake-up (cost_cfg.tick 0): ops.select_cpu's work (wake.bpf.h's
+ *   wake_select_cpu(): the feature word's map lookup, p->cpus_ptr into the
+ *   context (wake_allowed), select_task_rq_fair() of sis.bpf.h with its
+ *   counters counted in place), then, when the task was not placed on a CPU
+ *   it claimed, ops.enqueue's (queue.bpf.h's queue_enqueue(): the LLC's
+ *   queued count (queued_enter), the shard (enqueue_shard), the counter, the
+ *   rescue decision (enqueue_rescue) and, only where WAKE_RESCUE is on, the
+ *   kick search of kick.bpf.h and its flag word (kick_search_counted,
+ *   kick_ask)); every shipped preset has WAKE_RESCUE off, so its wake-up
+ *   kicks only the task's own CPU (a kfunc, not timed);
+ * - the tick (cost_cfg.tick 1): ops.tick on a busy CPU (queue_tick(): the
+ *   feature word, the CPU's LLC, the kick decision tick_kicks() with one
+ *   task queued in the LLC, and, when it kicks, the search and the flag
+ *   word, as the enqueue's rescue).
+ *
+ * Not timed, because a syscall program cannot call them: sched_ext's kfuncs
+ * (the idle mask's get and put, the claim's test-and-clear, the DSQ insert
+ * and its vtime key's task-storage work (vtime.bpf.h), the queue length
+ * scx_bpf_dsq_nr_queued and the DSQ iterator of the tick, the kick
+ * scx_bpf_kick_cpu), the task-storage lookups of select_cpu and enqueue,
+ * and TTWU_QUEUE_DESCHED's test at sched_waking. What a claim, an enqueue's
+ * count or a kick changed is put back after the timed region, so each
+ * wake-up and tick sees the machine the caller set. The same loop with
+ * cost_cfg.harness_only set times an empty region: the clock's own share,
+ * which the caller subtracts. No struct_ops, no sched_ext kfunc: loads on
+ * any kernel that allows bpf().
  */
 #define SIS_COUNT_IN_PLACE	/* the scheduler's counting (synth.bpf.h) */
 #include "synth.bpf.h"
 #include "sis.bpf.h"
 #pragma clang diagnostic ignored "-Wunused-function"	/* ctx.bpf.h's scheduler-only helpers */
 #include "ctx.bpf.h"
+#include "decide.bpf.h"
+#include "steal.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -39,7 +52,7 @@ u8 llc_idle_cores[MAX_LLCS];
 enum cost_consts {
 	COST_HIST		= 4096,	/* per-placement histogram: 1 ns buckets, the last one open */
 	COST_EVICT_LINES	= 1 << 16, /* --cold: 64 B lines written between placements (4 MiB) */
-	/* --omit: the feature word's lookup, wake_allowed, the kick search */
+	/* --omit: the feature word's lookup, wake_allowed, the kick search (wake-up and tick) */
 	COST_OMIT_FEATURES	= 1,
 	COST_OMIT_ALLOWED	= 4,
 	COST_OMIT_KICK		= 16,
@@ -52,14 +65,16 @@ struct cost_cfg {
 	u32 harness_only;	/* time an empty region: the clock's own share */
 	u32 cold;		/* write COST_EVICT_LINES lines between placements */
 	u32 omit;		/* COST_OMIT_*: steps left out of the timed region */
+	u32 tick;		/* time the tick of a busy CPU, not the wake-up */
 };
 
 struct cost_out {
 	u64 ns;			/* the sum of the timed regions */
 	u64 placements;
 	u64 direct;		/* placed on a claimed idle CPU (no enqueue) */
-	u64 enqueued;		/* queued: the enqueue's kick search ran */
-	u64 kicked;		/* ... and found a CPU to kick */
+	u64 enqueued;		/* queued on an LLC */
+	u64 searched;		/* the kick search ran (the rescue's or the tick's) */
+	u64 kicked;		/* ... and a CPU is to be kicked (kick_ask) */
 	u64 word_tests;		/* the kick search's word tests (idle & allowed & the LLC's CPUs) */
 	u32 hist[COST_HIST];	/* timed regions by ns */
 };
@@ -84,11 +99,6 @@ struct sis_wake_state cost_waker, cost_wakee;	/* global: clang would split a sta
 struct kick_env {
 	u32 unused;
 };
-
-static __always_inline bool kick_candidate(struct kick_env *e, s32 cpu)
-{
-	return mask_test(synth_idle, cpu) && mask_test(cost_ctx.allowed, cpu);
-}
 
 static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w)
 {
@@ -130,13 +140,31 @@ struct loop_state {
 
 struct loop_state cost_st;
 
+/* the wakee's task_ctx.queued_in (steal.bpf.h): 1 + the LLC whose count holds it */
+u32 cost_queued_in;
+
+/*
+ * The search and the flag word, as kick_for_work() runs them (kick.bpf.h),
+ * for the work queued on @llc; --omit kick leaves them out.
+ */
+static __always_inline void kick_timed(s32 llc, s32 this_cpu, u64 feat)
+{
+	struct kick_env e = {};
+	s32 cpu;
+
+	if (cost_cfg.omit & COST_OMIT_KICK)
+		return;
+	cost_out.searched++;
+	cpu = kick_search_counted(&e, llc, this_cpu, feat);
+	if (kick_ask(cpu, feat))
+		cost_out.kicked++;
+}
+
 /* ops.select_cpu's and ops.enqueue's work for one wake-up, as wake.bpf.h and queue.bpf.h do it */
 static __noinline void place_timed(struct loop_state *st, s32 this_cpu, s32 prev)
 {
 	struct sis_ctx *c = &cost_ctx;
-	struct sis_counters *sc;
-	struct kick_env e = {};
-	u32 probed = 0, omit = cost_cfg.omit;
+	u32 omit = cost_cfg.omit, shard;
 	s32 cpu, llc;
 
 	/* wake_select_cpu(): the context */
@@ -156,17 +184,37 @@ static __noinline void place_timed(struct loop_state *st, s32 this_cpu, s32 prev
 		cost_out.direct++;
 		return;
 	}
-	/* ops.enqueue (queue_enqueue, kick_for_work): queued on the LLC, an idle CPU to kick */
+	/* queue_enqueue(): the task's CPU's LLC (scx_bpf_task_cpu() is the CPU returned) */
 	llc = sis_cpu_llc(cpu);
+	if (llc < 0)
+		return;
+	queued_enter(&cost_queued_in, llc);
+	shard = enqueue_shard(c->feat, cpu, llc);
+	if (shard && !READ_ONCE(llc_shards_used))
+		WRITE_ONCE(llc_shards_used, 1);
+	/* the insert into shard_dsq(llc, shard) with vt_enqueue_key(): kfunc and task storage */
 	stat_inc(llc, STAT_ENQUEUE);
 	cost_out.enqueued++;
-	if (llc < 0 || llc >= MAX_LLCS || (omit & COST_OMIT_KICK))
+	/* the wakee is allowed everywhere: not pinned */
+	if (enqueue_rescue(c->feat, false))
+		kick_timed(llc, this_cpu, c->feat);
+	/* else scx_bpf_kick_cpu(cpu): a kfunc */
+}
+
+/*
+ * queue_tick() on busy CPU @this_cpu whose LLC queue holds a task
+ * (llc_queue_nr() and the iterator to the head are kfuncs: the head is the
+ * wakee, allowed everywhere).
+ */
+static __noinline void tick_timed(s32 this_cpu)
+{
+	u64 feat = cost_cfg.omit & COST_OMIT_FEATURES ? cost_ctx.feat : features();
+	s32 llc = sis_cpu_llc(this_cpu);
+
+	if (llc < 0 || !tick_kicks(feat, 1))
 		return;
-	if (kick_search(&e, llc, this_cpu, c->feat, &probed) >= 0)
-		cost_out.kicked++;
-	sc = llc_counters(llc);
-	if (sc)
-		sc->cnt[STAT_KICK_SCANNED] += probed;
+	llc_shards_live(llc);
+	kick_timed(llc, this_cpu, feat);
 }
 
 /* --cold: write a line in each of COST_EVICT_LINES, pushing the wake-up's data out of the caches */
@@ -222,16 +270,24 @@ __noinline int place_one(u32 i)
 		evict_caches(i);
 
 	t0 = bpf_ktime_get_ns();
-	if (!cost_cfg.harness_only)
-		place_timed(st, this_cpu, prev);
+	if (!cost_cfg.harness_only) {
+		if (cost_cfg.tick)
+			tick_timed(this_cpu);
+		else
+			place_timed(st, this_cpu, prev);
+	}
 	t1 = bpf_ktime_get_ns();
 
 	d = t1 - t0;
 	cost_out.ns += d;
 	cost_out.hist[d < COST_HIST ? d : COST_HIST - 1]++;
+	/* put back what the wake-up or the tick changed: the claim, the queued count, the kick */
 	if (c->claimed >= 0)
 		mask_set(synth_idle, c->claimed);
 	c->claimed = -1;
+	queued_leave(&cost_queued_in);
+	bpf_for(r, 0, MAX_CPUS / 64)
+		kick_pending[r & (MAX_CPUS / 64 - 1)] = 0;
 	return 0;
 }
 
@@ -263,6 +319,7 @@ int placement_cost(void *ctx)
 	cost_out.ns = 0;
 	cost_out.direct = 0;
 	cost_out.enqueued = 0;
+	cost_out.searched = 0;
 	cost_out.kicked = 0;
 	cost_out.word_tests = 0;
 	bpf_for(i, 0, COST_HIST)
@@ -295,8 +352,12 @@ int placement_cost(void *ctx)
  *                the DSQ's line is the CPU's shard's (cont_wake[4 + cpu]), V, W
  *                and the steal count stay shared
  * (the DSQ's lock and rbtree are sched_ext's, not callable from a syscall
- * program: its line is an atomic here, as the lock's acquire is) and writes its clock before and after into cont_t0[cpu], cont_t1[cpu]
- * (the caller checks that the threads' timed regions overlapped).
+ * program: its line is an atomic here, as the lock's acquire is) and writes its clock before and after into cont_t0[cpu], cont_t1[cpu],
+ * and, every 2^cont_cfg.ts_shift steps of 16 updates, into cont_ts[cpu][step
+ * >> ts_shift] (CPUs 0..CONT_TS_CPUS-1, CONT_TS stamps each): from them the
+ * caller sees when each thread was running, and accepts a round only if the
+ * threads ran at the same time (not merely within overlapping windows, as
+ * two threads sharing one CPU do). One clock read per 256 updates or more.
  */
 enum cont_modes {
 	CONT_SHARED,
@@ -311,10 +372,28 @@ enum cont_modes {
 struct cont_cfg {
 	u32 mode;
 	u32 iters;		/* updates, a multiple of 16 */
+	u32 ts_shift;		/* a stamp every 2^ts_shift steps */
+};
+
+enum cont_consts {
+	CONT_TS		= 4096,	/* stamps per thread */
+	CONT_TS_CPUS	= 8,	/* CPUs whose threads stamp */
 };
 
 struct cont_cfg cont_cfg;
 u64 cont_t0[MAX_CPUS], cont_t1[MAX_CPUS];
+u64 cont_ts[CONT_TS_CPUS][CONT_TS];
+
+/* the per-iteration stamp of step @i of the thread on @cpu */
+static __always_inline void cont_stamp(u32 cpu, u32 i, u32 shift)
+{
+	u32 k = i >> shift;
+
+	if (i & ((1U << shift) - 1) || k >= CONT_TS || cpu >= CONT_TS_CPUS)
+		return;
+	/* masked() where the verifier sees it: clang drops the masks the tests make redundant */
+	cont_ts[masked(cpu, CONT_TS_CPUS - 1)][masked(k, CONT_TS - 1)] = bpf_ktime_get_ns();
+}
 u64 cont_words[MAX_CPUS * 8] __attribute__((aligned(64)));
 /* the wake-up modes' lines: 0-3 shared, 4 + cpu a shard's */
 u64 cont_wake[(4 + MAX_CPUS) * 8] __attribute__((aligned(64)));
@@ -323,9 +402,10 @@ SEC("syscall")
 int contention(void *ctx)
 {
 	u32 cpu = bpf_get_smp_processor_id() & (MAX_CPUS - 1), mode = cont_cfg.mode, i, j;
+	u32 shift = cont_cfg.ts_shift;
 	u64 *w, t0;
 
-	if (mode >= CONT_NR || !cont_cfg.iters || cont_cfg.iters > (1 << 24))
+	if (mode >= CONT_NR || !cont_cfg.iters || cont_cfg.iters > (1 << 24) || shift > 20)
 		return 1;
 	w = &cont_words[mode == CONT_SHARED ? 0 : mode == CONT_PACKED ? cpu : (cpu * 8) & (MAX_CPUS * 8 - 1)];
 	t0 = bpf_ktime_get_ns();
@@ -334,6 +414,7 @@ int contention(void *ctx)
 
 		/* 4 wake-ups of 4 writes per step: the queue's line, V, W, the steal count */
 		bpf_for(i, 0, cont_cfg.iters / 16) {
+			cont_stamp(cpu, i, shift);
 #pragma unroll
 			for (j = 0; j < 4; j++) {
 				__sync_fetch_and_add(q, 1);
@@ -344,12 +425,14 @@ int contention(void *ctx)
 		}
 	} else if (mode == CONT_LOCAL) {
 		bpf_for(i, 0, cont_cfg.iters / 16) {
+			cont_stamp(cpu, i, shift);
 #pragma unroll
 			for (j = 0; j < 16; j++)
 				WRITE_ONCE(*w, READ_ONCE(*w) + 1);
 		}
 	} else {
 		bpf_for(i, 0, cont_cfg.iters / 16) {
+			cont_stamp(cpu, i, shift);
 #pragma unroll
 			for (j = 0; j < 16; j++)
 				__sync_fetch_and_add(w, 1);
