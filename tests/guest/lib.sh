@@ -63,22 +63,28 @@ readonly SPEED_REF=6000 HANG_MAX_S=900
 SPEED_BOOT=$(guest_speed)
 
 # guard_start BASE: a wait starts now; its hang guard is BASE guest s at SPEED_REF or
-# faster. guard_over: true once the guard has passed; when BASE has passed it measures the
-# guest's speed and stretches the guard to BASE x SPEED_REF / speed (HANG_MAX_S at most), and
-# again each time the stretched guard passes. guard_what: elapsed, guard, speeds (for the
+# faster. guard_over: true once the guard has passed. Once BASE has passed it measures the
+# guest's speed, and again every 30 guest s: the guard is BASE x SPEED_REF / the mean of the
+# speeds measured (BASE at least, HANG_MAX_S at most), so a guest slow for a while gets more
+# time and one that recovers does not keep it. guard_what: elapsed, guard, speeds (for the
 # message: a starved task shows a normal speed, a slow guest a low one).
-guard_start() { GUARD_T0=$(now) GUARD_BASE=$1 GUARD_S=$1 GUARD_SPEED=''; }
+guard_start() { GUARD_T0=$(now) GUARD_BASE=$1 GUARD_S=$1 GUARD_SPEED='' GUARD_SUM=0 GUARD_N=0 GUARD_NEXT=$1; }
 guard_over() {
-  awk_true "e >= g" -v e="$(since "$GUARD_T0")" -v g="$GUARD_S" || return 1
+  local e
+  e=$(since "$GUARD_T0")
+  awk_true "e >= g" -v e="$e" -v g="$GUARD_NEXT" || return 1
   GUARD_SPEED=$(guest_speed)
-  GUARD_S=$(awk -v b="$GUARD_BASE" -v r="$SPEED_REF" -v s="$GUARD_SPEED" -v m="$HANG_MAX_S" \
+  GUARD_SUM=$((GUARD_SUM + GUARD_SPEED)) GUARD_N=$((GUARD_N + 1))
+  GUARD_S=$(awk -v b="$GUARD_BASE" -v r="$SPEED_REF" -v s="$((GUARD_SUM / GUARD_N))" -v m="$HANG_MAX_S" \
     'BEGIN { g = (s > 0 && s < r) ? b * r / s : b; if (g > m) g = m; if (g < b) g = b; printf "%d", g }')
-  awk_true "e >= g" -v e="$(since "$GUARD_T0")" -v g="$GUARD_S" && return 0
-  info "guest speed $GUARD_SPEED loops/s (< $SPEED_REF): hang guard stretched to $GUARD_S s"
+  e=$(since "$GUARD_T0")
+  awk_true "e >= g" -v e="$e" -v g="$GUARD_S" && return 0
+  GUARD_NEXT=$(awk -v e="$e" -v g="$GUARD_S" 'BEGIN { n = e + 30; if (n > g) n = g; printf "%.1f", n }')
+  info "guest speed $GUARD_SPEED loops/s (mean of $GUARD_N: $((GUARD_SUM / GUARD_N)); < $SPEED_REF): hang guard now $GUARD_S s"
   return 1
 }
 guard_what() {
-  echo "after $(since "$GUARD_T0") s (hang guard $GUARD_S s: $GUARD_BASE s at >= $SPEED_REF loops/s, stretched for a slower guest), guest speed ${GUARD_SPEED:-?} loops/s now, $SPEED_BOOT at boot"
+  echo "after $(since "$GUARD_T0") s (hang guard $GUARD_S s: $GUARD_BASE s at >= $SPEED_REF loops/s, stretched for a slower guest), guest speed ${GUARD_SPEED:-?} loops/s now (mean of $GUARD_N measured: $((GUARD_N ? GUARD_SUM / GUARD_N : 0))), $SPEED_BOOT at boot"
 }
 
 # before DEADLINE: true while the guest clock is before DEADLINE (from deadline_in SECS).
