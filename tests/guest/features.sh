@@ -85,7 +85,7 @@ hackbench_bg -g 1 -l 20
 # begin once all of them exist, so that every phase measures an overloaded guest (a phase
 # measured while they start would scan a half-idle machine and read as SIS_UTIL not
 # skipping). HANG_S is a hang guard, not a margin.
-stress_workers_up $((2 * ncpu))
+stress_workers_up $((2 * ncpu)) "$stress_pid"
 sleep 2   # let the utilization filter see the load (32 ms half-life; plenty)
 
 # measure NAME FEATURES...: switch, then two 2-second monitor reports into /tmp/m_NAME.json.

@@ -26,6 +26,8 @@ ATTACH_TIMEOUT=${VMTEST_ATTACH_TIMEOUT:-60}
 # busy host the whole guest can stop for 5-10 s (CI saw monitor reports 2.4 s apart and
 # guests idle for 5-10 s); the steps themselves took at most 3.4 s (exit after SIGTERM) and
 # 0.8 s (disabled after exit) in the CI logs. A step that never ends still fails.
+# HANG_S holds for a guest that runs at SPEED_REF loops/s or faster (guest_speed below); a
+# slower guest gets proportionally more, HANG_MAX_S at most (guard_start/guard_over).
 readonly HANG_S=120
 SCHED_PID=
 SCHED_LOG=
@@ -41,6 +43,49 @@ now() { cut -d' ' -f1 /proc/uptime; }
 T0=$(now)
 # Seconds since $1 (default: the start of the script), one decimal.
 since() { awk -v a="${1:-$T0}" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# guest_speed: how fast the guest runs now, in iterations of an empty bash loop per guest
+# second, in the RT class (chrt -f 50: no scheduler under test delays it, whatever it does to
+# its tasks): it measures the CPU the host gives the guest's vCPUs, so a slow guest (a busy
+# host, TCG) shows a low speed and a starved task does not. SPEED_LOOPS iterations: 0.5-0.7 s
+# at SPEED_REF.
+readonly SPEED_LOOPS=4000
+guest_speed() {
+  chrt -f 50 bash -c 'read -r a _ < /proc/uptime; for ((i = 0; i < $0; i++)); do :; done
+    read -r b _ < /proc/uptime; a=${a/./}; b=${b/./}; d=$((10#$b - 10#$a))
+    echo $(( $0 * 100 / (d > 0 ? d : 1) ))' "$SPEED_LOOPS" 2>/dev/null || echo 0
+}
+# The speed of the guests whose slowest waits HANG_S guards with its margin: 6.12 guests
+# (8 vCPUs, TCG) beside two busy TCG guests and kernel builds, host load 11-21 on 2 cores,
+# ran the loop at 5,900-10,400 iterations/s (1,700 once) and started stress-ng's 8 workers
+# in 8.3-38 s. A guest slower than SPEED_REF gets HANG_S x SPEED_REF / its speed.
+readonly SPEED_REF=6000 HANG_MAX_S=900
+SPEED_BOOT=$(guest_speed)
+
+# guard_start BASE: a wait starts now; its hang guard is BASE guest s at SPEED_REF or
+# faster. guard_over: true once the guard has passed. Once BASE has passed it measures the
+# guest's speed, and again every 30 guest s: the guard is BASE x SPEED_REF / the mean of the
+# speeds measured (BASE at least, HANG_MAX_S at most), so a guest slow for a while gets more
+# time and one that recovers does not keep it. guard_what: elapsed, guard, speeds (for the
+# message: a starved task shows a normal speed, a slow guest a low one).
+guard_start() { GUARD_T0=$(now) GUARD_BASE=$1 GUARD_S=$1 GUARD_SPEED='' GUARD_SUM=0 GUARD_N=0 GUARD_NEXT=$1; }
+guard_over() {
+  local e
+  e=$(since "$GUARD_T0")
+  awk_true "e >= g" -v e="$e" -v g="$GUARD_NEXT" || return 1
+  GUARD_SPEED=$(guest_speed)
+  GUARD_SUM=$((GUARD_SUM + GUARD_SPEED)) GUARD_N=$((GUARD_N + 1))
+  GUARD_S=$(awk -v b="$GUARD_BASE" -v r="$SPEED_REF" -v s="$((GUARD_SUM / GUARD_N))" -v m="$HANG_MAX_S" \
+    'BEGIN { g = (s > 0 && s < r) ? b * r / s : b; if (g > m) g = m; if (g < b) g = b; printf "%d", g }')
+  e=$(since "$GUARD_T0")
+  awk_true "e >= g" -v e="$e" -v g="$GUARD_S" && return 0
+  GUARD_NEXT=$(awk -v e="$e" -v g="$GUARD_S" 'BEGIN { n = e + 30; if (n > g) n = g; printf "%.1f", n }')
+  info "guest speed $GUARD_SPEED loops/s (mean of $GUARD_N: $((GUARD_SUM / GUARD_N)); < $SPEED_REF): hang guard now $GUARD_S s"
+  return 1
+}
+guard_what() {
+  echo "after $(since "$GUARD_T0") s (hang guard $GUARD_S s: $GUARD_BASE s at >= $SPEED_REF loops/s, stretched for a slower guest), guest speed ${GUARD_SPEED:-?} loops/s now (mean of $GUARD_N measured: $((GUARD_N ? GUARD_SUM / GUARD_N : 0))), $SPEED_BOOT at boot"
+}
 
 # before DEADLINE: true while the guest clock is before DEADLINE (from deadline_in SECS).
 # Loops are bounded by time, not by iteration counts: under TCG on a busy host a
@@ -147,12 +192,12 @@ sched_attached() {
 # sched_wait_attached WHY [LIMIT_S]: wait (default ATTACH_TIMEOUT) until attached; the time
 # it took goes to ATTACH_S.
 sched_wait_attached() {
-  local why=$1 limit=${2:-$ATTACH_TIMEOUT} t dl
-  t=$(now); dl=$(deadline_in "$limit")
+  local why=$1 limit=${2:-$ATTACH_TIMEOUT} t
+  t=$(now); guard_start "$limit"
   until sched_attached; do
     kill -0 "$SCHED_PID" 2>/dev/null || fail "scx_sisutil exited $why (state '$(scx_state)')"
-    before "$dl" ||
-      fail "scx_sisutil not attached ${limit} s $why (state '$(scx_state)', ops '$(scx_ops)')"
+    ! guard_over ||
+      fail "scx_sisutil not attached $why: state '$(scx_state)', ops '$(scx_ops)' $(guard_what)"
     sleep 0.1
   done
   ATTACH_S=$(since "$t")
@@ -179,11 +224,11 @@ sched_alive() {
 # sched_stop SIG [TIMEOUT_S]: signal the scheduler and wait (default HANG_S) for it to exit;
 # its exit status goes to SCHED_RC. Fails if it does not exit in time.
 sched_stop() {
-  local sig=$1 limit=${2:-$HANG_S} t dl
-  t=$(now); dl=$(deadline_in "$limit")
+  local sig=$1 limit=${2:-$HANG_S} t
+  t=$(now); guard_start "$limit"
   kill -"$sig" "$SCHED_PID"
   while kill -0 "$SCHED_PID" 2>/dev/null; do
-    before "$dl" || fail "scx_sisutil still running ${limit} s after SIG$sig"
+    ! guard_over || fail "scx_sisutil still running after SIG$sig: $(guard_what)"
     sleep 0.1
   done
   SCHED_RC=0
@@ -204,13 +249,13 @@ sched_stop_clean() {
 
 # wait_state STATE LIMIT_S: sched_ext reaches STATE within LIMIT_S seconds; prints how long.
 wait_state() {
-  local want=$1 limit=$2 t dl
-  t=$(now); dl=$(deadline_in "$limit")
+  local want=$1 limit=$2 t
+  t=$(now); guard_start "$limit"
   while [ "$(scx_state)" != "$want" ]; do
-    before "$dl" || fail "sched_ext state '$(scx_state)' after ${limit} s, want '$want'"
+    ! guard_over || fail "sched_ext state '$(scx_state)', want '$want': $(guard_what)"
     sleep 0.1
   done
-  ok "state $want within ${limit} s ($(since "$t") s)"
+  ok "state $want within ${GUARD_S} s ($(since "$t") s)"
 }
 
 dump_sched_log() {
@@ -289,13 +334,15 @@ hackbench_bg() {
 }
 
 # await WHAT CMD...: wait until CMD succeeds (a fact a check reads, not a fixed sleep: a
-# guest stalled under TCG may not have run the step yet), HANG_S at most, then fail with
-# "WHAT: not after HANG_S s"; prints how long it took.
+# guest stalled under TCG may not have run the step yet), the hang guard HANG_S (stretched
+# for a slow guest: guard_over) at most, then fail with "WHAT: not after E s (guard, guest
+# speed)" and, if AWAIT_SEEN names a command, what it prints (what was seen); prints how
+# long it took.
 await() {
-  local what=$1 t dl; shift
-  t=$(now); dl=$(deadline_in "$HANG_S")
+  local what=$1 t; shift
+  t=$(now); guard_start "$HANG_S"
   until "$@"; do
-    before "$dl" || fail "$what: not after $HANG_S s"
+    ! guard_over || fail "$what: not $(guard_what)${AWAIT_SEEN:+; seen: $($AWAIT_SEEN)}"
     sleep 0.2
   done
   info "$what: after $(since "$t") s"
@@ -305,29 +352,44 @@ await() {
 # matching REGEX, or PID has exited (the caller tells which with kill -0), HANG_S at most,
 # then fail with "WHAT: not in HANG_S s" and the file's start.
 await_line() {
-  local pid=$1 file=$2 re=$3 what=$4 dl
-  dl=$(deadline_in "$HANG_S")
+  local pid=$1 file=$2 re=$3 what=$4
+  guard_start "$HANG_S"
   until grep -q -- "$re" "$file"; do
     kill -0 "$pid" 2>/dev/null || return 0
-    before "$dl" || fail "$what: not in $HANG_S s: $(head -c 300 "$file")"
+    ! guard_over || fail "$what: not $(guard_what): $(head -c 300 "$file")"
     sleep 0.2
   done
 }
 
-# stress_workers_up N: wait until N stress-ng CPU workers exist (under TCG stress-ng takes
-# seconds, tens on a busy host, to start them), HANG_S at most (await); prints how long it took.
-stress_workers_at_least() { [ "$({ pgrep stress-ng-cpu || true; } | wc -l)" -ge "$1" ]; }
-stress_workers_up() { await "stress-ng: $1 workers up" stress_workers_at_least "$1"; }
+# stress_workers_up N [PID]: wait until N stress-ng CPU workers exist (under TCG stress-ng
+# takes seconds, tens on a busy host, to start them: 8.3-38 s for 8 beside two busy guests),
+# the hang guard at most (await); prints how long it took. Seen: the count each time it
+# changed (COUNT@guest s). PID: stress-ng's, which must not exit first (its --timeout ran out
+# before it had forked them all: then they never all exist, and the wait says so at once).
+stress_workers_at_least() {
+  local n
+  n=$({ pgrep stress-ng-cpu || true; } | wc -l)
+  [ "$n" = "$STRESS_LAST" ] || { STRESS_SEEN+=" $n@$(since "$STRESS_T0")"; STRESS_LAST=$n; }
+  [ -z "$STRESS_PID" ] || kill -0 "$STRESS_PID" 2>/dev/null ||
+    fail "stress-ng (pid $STRESS_PID) exited with $n of $1 workers up, $(since "$STRESS_T0") s after the wait began; workers seen (count@s):$STRESS_SEEN"
+  [ "$n" -ge "$1" ]
+}
+stress_workers_seen() { echo "$STRESS_LAST of $1 workers; count@s:$STRESS_SEEN"; }
+stress_workers_up() {
+  STRESS_T0=$(now) STRESS_SEEN='' STRESS_LAST='' STRESS_PID=${2:-}
+  AWAIT_SEEN="stress_workers_seen $1" await "stress-ng: $1 workers up" stress_workers_at_least "$1"
+  info "stress-ng workers seen (count@s):$STRESS_SEEN"
+}
 
 # hackbench_bg_running: wait until the background loop has completed a run (its tasks are
 # up and waking each other: under TCG the first run's 40 forks can take seconds), HANG_S
 # at most.
 hackbench_bg_running() {
-  local t dl
-  t=$(now); dl=$(deadline_in "$HANG_S")
+  local t
+  t=$(now); guard_start "$HANG_S"
   until [ -s /tmp/vmtest-hb.runs ]; do
     [ ! -s /tmp/vmtest-hb.fail ] || fail "background hackbench failed: $(head -n1 /tmp/vmtest-hb.fail)"
-    before "$dl" || fail "background hackbench completed no run in $HANG_S s"
+    ! guard_over || fail "background hackbench completed no run: $({ pgrep hackbench || true; } | wc -l) hackbench processes, $(guard_what)"
     sleep 0.2
   done
   info "background hackbench: first run done after $(since "$t") s"
@@ -435,4 +497,5 @@ json_sum() { jq -s "map(.$2) | add" "$1"; }
 # hit_counters: the features' hit counters (hit_*), as the binary defines them.
 hit_counters() { scx_sisutil --help-stats --json | jq -r '.counters[].name | select(startswith("hit_"))'; }
 
-info "$TEST_NAME on $(uname -r), $(nproc) CPUs online ($(online_cpus)), smp '${SISUTIL_SMP:-?}', $(guest_llcs) LLC(s)"
+info "$TEST_NAME on $(uname -r), $(nproc) CPUs online ($(online_cpus)), smp '${SISUTIL_SMP:-?}', $(guest_llcs) LLC(s), guest speed $SPEED_BOOT loops/s (HANG_S $HANG_S s holds at >= $SPEED_REF)"
+figure guest_speed_boot "$SPEED_BOOT"

@@ -41,12 +41,16 @@ wait "$p" || fail "stress-ng pinned to cpu$pin_a exited $?"
 sched_alive "after pinned hogs (cpu$pin_a) and a pinned hackbench (cpu$pin_b)"
 
 # --- affinity changed while runnable -------------------------------------------------------
-stress-ng --cpu "$ncpu" --timeout $((secs + 30))s > /dev/null 2>&1 &
+# --timeout is a hang guard only (hogs_stop ends them): it was secs + 30 = 40 s, and stress-ng
+# forks no more workers once it has run out, so a guest that took longer than that to start
+# all N (8.3-38 s seen for 8 beside two busy guests) never had N, and the wait below failed
+# "8 workers up: not after 120 s" (CI, shapes_6_12, host load 8-13).
+stress-ng --cpu "$ncpu" --timeout 900s > /dev/null 2>&1 &
 p=$!
 # the loop changes the workers' affinity: wait for all of them (not a fixed 1 s: under TCG
 # stress-ng took 16.2 s once to start its workers, and a loop that found none for its
-# whole $secs s would fail "no affinity change took"; HANG_S guard)
-stress_workers_up "$ncpu"
+# whole $secs s would fail "no affinity change took"; hang guard; stress-ng must live)
+stress_workers_up "$ncpu" "$p"
 changes=0
 end=$(deadline_in "$secs")
 while before "$end"; do
@@ -87,7 +91,7 @@ hogs_at_their_nice() {
   [ "$NICES" = "$want_nices" ]
 }
 want_nices=$(awk 'BEGIN { for (i = -20; i <= 19; i++) printf "%d ", i }')
-await "the 40 hogs at their nice levels" hogs_at_their_nice
+AWAIT_SEEN='echo nices: $NICES' await "the 40 hogs at their nice levels" hogs_at_their_nice
 expect_eq "nice levels of the 40 hogs" "$NICES" "$want_nices"
 sleep "$secs"
 with_hackbench nice
@@ -110,7 +114,7 @@ chrt -i 0 stress-ng --cpu "$ncpu" --timeout "${secs}s" > /dev/null 2>&1 &
 pi=$!
 # chrt sets the policy before it execs stress-ng: wait for both (HANG_S guard)
 policy_of() { chrt -p "$1" | sed -n 's/.*policy: //p'; }
-await "chrt set SCHED_BATCH and SCHED_IDLE" eval '[ "$(policy_of "$pb")" = SCHED_BATCH ] && [ "$(policy_of "$pi")" = SCHED_IDLE ]'
+AWAIT_SEEN='echo "policies: $(policy_of "$pb") $(policy_of "$pi")"' await "chrt set SCHED_BATCH and SCHED_IDLE" eval '[ "$(policy_of "$pb")" = SCHED_BATCH ] && [ "$(policy_of "$pi")" = SCHED_IDLE ]'
 expect_eq "policy of the batch hogs" "$(policy_of "$pb")" SCHED_BATCH
 expect_eq "policy of the idle hogs" "$(policy_of "$pi")" SCHED_IDLE
 with_hackbench policies

@@ -24,7 +24,7 @@ hackbench_bg -g 1 -l 20
 # The overload is the precondition of the dispatch_llc check (tasks queue in the LLC's DSQ
 # only when no CPU is idle): wait for all 2N stress-ng workers and hackbench's first run,
 # not a fixed 2 s (under TCG stress-ng took 16.2 s once to start its workers; HANG_S guard).
-stress_workers_up $((2 * ncpu))
+stress_workers_up $((2 * ncpu)) "$stress_pid"
 hackbench_bg_running
 
 scx_sisutil features LLC_SHARDS > /dev/null

@@ -115,7 +115,7 @@ setsid stress-ng --cpu "$ncpu" --timeout 300s > /tmp/stress.log 2>&1 &
 stress_pid=$!
 t_launch=$(now)
 bg "$stress_pid"
-stress_workers_up "$ncpu"
+stress_workers_up "$ncpu" "$stress_pid"
 kill -STOP -- "-$stress_pid"
 t_stop=$(now)
 info "stress-ng: $ncpu workers up $(rel "$t_launch" "$t_stop") s after launch; stopped"

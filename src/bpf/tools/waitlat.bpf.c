@@ -10,6 +10,11 @@
  * into log2 histograms (4 sub-buckets per octave) per nice level, per CPU (no
  * shared atomics). Tasks still waiting when the run ends stay in `pending`,
  * which the loader reads too: a starving task never reaches sched_switch.
+ * Waits of long_wait_ns or more (0: none) also go, one record each with their
+ * start and end (bpf_ktime_get_ns: CLOCK_MONOTONIC, the loader's clock), to the
+ * ring buffer `long_waits`: the loader tells how much of each such wait the guest
+ * itself stood still (its stall probe), and the waits under long_wait_ns have their
+ * longest per nice level in `short_max`.
  * No sched_ext kfunc and no struct_ops: it loads on any kernel with BTF.
  */
 #include <scx/common.bpf.h>
@@ -42,6 +47,34 @@ struct {
 
 /* entries that did not fit in `pending` (the map was full) */
 u64 dropped;
+
+/* set by the loader before load: waits of this many ns or more go to long_waits */
+const volatile u64 long_wait_ns;
+
+/* one long wait: [start_ns, end_ns) on CLOCK_MONOTONIC (latency.rs reads it) */
+struct long_wait {
+	u64 start_ns;
+	u64 end_ns;
+	u32 pid;
+	s32 nice;
+};
+
+/* 4 MiB: 131072 records of 24 bytes + 8 of header; the loader drains it every 50 ms */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20);
+} long_waits SEC(".maps");
+
+/* long waits that did not fit in the ring buffer (the loader did not drain it in time) */
+u64 long_dropped;
+
+/* key: nice + 20: the longest wait under long_wait_ns (with long_wait_ns set) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, WAIT_NR_NICE);
+	__type(key, u32);
+	__type(value, u64);
+} short_max SEC(".maps");
 
 /*
  * Set by the loader once all three programs are attached: no wait starts before.
@@ -124,6 +157,24 @@ int BPF_PROG(waitlat_switch, bool preempt, struct task_struct *prev, struct task
 	d = now - v->since;
 	key = task_nice(next) + 20;
 	bpf_map_delete_elem(&pending, &pid);
+	if (long_wait_ns && d >= long_wait_ns) {
+		struct long_wait *w = bpf_ringbuf_reserve(&long_waits, sizeof(*w), 0);
+
+		if (w) {
+			w->start_ns = now - d;
+			w->end_ns = now;
+			w->pid = pid;
+			w->nice = (s32)key - 20;
+			bpf_ringbuf_submit(w, 0);
+		} else {
+			__sync_fetch_and_add(&long_dropped, 1);
+		}
+	} else if (long_wait_ns) {
+		u64 *m = bpf_map_lookup_elem(&short_max, &key);
+
+		if (m && d > *m)
+			*m = d;
+	}
 	h = bpf_map_lookup_elem(&lat_hists, &key);
 	if (!h)
 		return 0;
