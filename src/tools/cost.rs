@@ -191,7 +191,7 @@ pub const NOT_TIMED: &str = "sched_ext kfuncs: the idle mask's get/put \
 (scx_bpf_get/put_idle_cpumask), the claim (scx_bpf_test_and_clear_cpu_idle), the DSQ insert \
 (scx_bpf_dsq_insert[_vtime]) with its vtime key's task-storage work, the kick \
 (scx_bpf_kick_cpu), the tick's queue length and head (scx_bpf_dsq_nr_queued, the DSQ \
-iterator); the task-storage lookups of select_cpu and enqueue; TTWU_QUEUE_DESCHED's test at \
+iterator); the task-storage lookups of select_cpu and enqueue; the descheduling wakee's test at \
 sched_waking";
 
 /// A policy: its name and feature word.
