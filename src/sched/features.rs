@@ -522,7 +522,7 @@ pub fn left_by_killed_ab_at(dir: &Path) -> Result<Option<AbRecord>> {
 /// The line that names what a killed `ab` left.
 pub fn killed_ab_line(r: &AbRecord, now: u64) -> String {
     format!(
-        "an `ab` that was killed left the features switched: it started from {} (now {});          `scx_sisutil features --restore` puts them back",
+        "an `ab` that was killed left the features switched: it started from {} (now {}); `scx_sisutil features --restore` puts them back",
         describe_short(r.word),
         describe_short(now)
     )
