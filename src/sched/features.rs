@@ -402,16 +402,7 @@ fn open_pinned_at(dir: &Path) -> Result<MapHandle> {
 }
 
 pub fn read_live() -> Result<u64> {
-    let map = open_pinned()?;
-    let v = map
-        .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
-        .context("reading the feature word")?
-        .context("feature word missing")?;
-    let bytes: [u8; 8] = v
-        .get(..8)
-        .and_then(|b| b.try_into().ok())
-        .context("the feature word is not 8 bytes")?;
-    Ok(u64::from_ne_bytes(bytes))
+    read_word(&open_pinned()?)
 }
 
 pub fn write_live(word: u64) -> Result<()> {
