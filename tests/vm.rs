@@ -475,6 +475,7 @@ fn silent_guest_is_stopped() {
         .env("SISUTIL_ACCEL", "tcg")
         .env("SISUTIL_QEMU_ARGS", "-S")
         .env("SISUTIL_SILENCE_LIMIT", "5")
+        .env("SISUTIL_VM_WALL_FACTOR", "4")
         .stdin(Stdio::null());
     let out = output_forwarding_progress("silent_guest_is_stopped", &mut cmd);
     let secs = t0.elapsed().as_secs_f64();
@@ -493,8 +494,11 @@ fn silent_guest_is_stopped() {
         "a guest with stopped CPUs printed:\n{stderr}"
     );
     // Far below --timeout 300: the silence limit stopped it (image build and probe included).
-    // Margin: such -S runs took 4.7 and 6.5 s here at a host load of ~12 (a cached KVM
-    // verdict, no image build); 120 s leaves room for a base-image build on a cold cache.
+    // A QEMU with stopped CPUs (-S) uses no CPU, so under TCG the limit's wall-clock hang
+    // guard stops it: 5 s x SISUTIL_VM_WALL_FACTOR (set to 4 here) = 20 s. Margin: such -S runs
+    // took 4.7 and 6.5 s here at a host load of ~12 before the guard counted QEMU's CPU (a
+    // cached KVM verdict, no image build); 120 s leaves 100 s for a base-image build on a
+    // cold cache.
     assert!(secs < 120.0, "took {secs:.1} s");
 }
 
