@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::bpf_intf as bi;
+use crate::sched::text::printable;
 
 pub const NR_STATS: usize = bi::sis_stat_STAT_NR as usize;
 pub type Counters = [u64; NR_STATS];
@@ -113,21 +114,6 @@ pub struct LlcMetrics {
     pub failed: u64,
     #[stat(desc = "success_rate%")]
     pub success_rate: f64,
-}
-
-/// `s` for a terminal or a file: at most `max` characters, each control character (ESC,
-/// CR, LF, DEL, C1, ...) replaced by '?'. Strings from a report or a stats server are
-/// printed through this: an escape sequence in them is not the terminal's to run.
-pub fn printable(s: &str, max: usize) -> String {
-    let mut out: String = s
-        .chars()
-        .take(max)
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
-    if s.chars().nth(max).is_some() {
-        out.push_str("...");
-    }
-    out
 }
 
 /// The longest features string printed, characters (every feature spelled is under 300).
@@ -829,7 +815,7 @@ fn foreign_server() -> Result<()> {
     let ops = std::fs::read_to_string("/sys/kernel/sched_ext/root/ops").unwrap_or_default();
     let ops = ops.trim();
     if !ops.is_empty() && !ops.starts_with("sisutil") {
-        bail!("the running sched_ext scheduler is '{ops}', not scx_sisutil: its stats server at /var/run/scx/root/stats has other statistics");
+        bail!("the running sched_ext scheduler is '{ops}', not scx_sisutil: its stats server at {STATS_SOCKET} has other statistics");
     }
     Ok(())
 }
@@ -1434,7 +1420,6 @@ mod tests {
         let first = text.lines().next().unwrap();
         assert_eq!(first, "features: SIS_UTIL?]0;pwned???fake");
         assert!(!text.contains('\u{1b}') && !text.contains('\r'));
-        assert_eq!(printable(&"x".repeat(10), 4), "xxxx...");
     }
 
     #[test]
