@@ -31,6 +31,7 @@ use crate::sched::sis_fit::FitRow;
 use crate::sched::sis_util_depth::DepthRules;
 use crate::sched::topology::{copy_same_c_type, TopoDesc};
 use crate::tools::cost::parse_policy;
+use crate::tools::tool_intf as ti;
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/shadow_skel.rs"));
@@ -51,13 +52,13 @@ const WORDS: usize = MAX_CPUS / 64;
 const STAT_NR: usize = bi::sis_stat_STAT_NR as usize;
 /// WF_SYNC, WF_CURRENT_CPU (kernel/sched/sched.h)
 const WF_CURRENT_CPU: u32 = 0x40;
-/// shadow.bpf.c's SHADOW_UNK_SYNC, SHADOW_UNK_IN_TASK
-const UNK_SYNC: u32 = 1;
-const UNK_IN_TASK: u32 = 2;
-/// shadow.bpf.c's SHADOW_PC_*: the layout of the waker's preempt_count()
-const PC_LEGACY: u32 = 1;
-const PC_IRQ_DISABLE_NMI_BIT: u32 = 2;
-const PC_IRQ_DISABLE: u32 = 3;
+/// tool_intf.h's shadow_unknown: the inputs an attachment cannot read
+const UNK_SYNC: u32 = ti::shadow_unknown_SHADOW_UNK_SYNC;
+const UNK_IN_TASK: u32 = ti::shadow_unknown_SHADOW_UNK_IN_TASK;
+/// tool_intf.h's shadow_pc_layout: the layout of the waker's preempt_count()
+const PC_LEGACY: u32 = ti::shadow_pc_layout_SHADOW_PC_LEGACY;
+const PC_IRQ_DISABLE_NMI_BIT: u32 = ti::shadow_pc_layout_SHADOW_PC_IRQ_DISABLE_NMI_BIT;
+const PC_IRQ_DISABLE: u32 = ti::shadow_pc_layout_SHADOW_PC_IRQ_DISABLE;
 /// include/linux/preempt.h: SOFTIRQ_OFFSET, and HARDIRQ_MASK | NMI_MASK per layout
 const SOFTIRQ_OFFSET: u32 = 0x100;
 const HARDIRQ_NMI_LEGACY: u32 = 0x000f_0000 | 0x00f0_0000;
@@ -145,16 +146,16 @@ impl Attach {
     }
 }
 
-/// shadow.bpf.c's enum shadow_cnt from SHADOW_TP_NOT_FAIR on: wake-ups the tracepoints saw
-/// but did not output, by why (index, JSON name).
+/// tool_intf.h's enum shadow_cnt from SHADOW_TP_NOT_FAIR on: wake-ups the tracepoints saw
+/// but did not output, by why (counter, JSON name).
 const TP_SKIPS: [(u32, &str); 7] = [
-    (3, "not_fair_class"),
-    (4, "no_selection_one_cpu"),
-    (5, "on_rq_ttwu_runnable"),
-    (6, "on_cpu_wakelist"),
-    (7, "ambiguous_on_cpu"),
-    (8, "nested_lost"),
-    (9, "rq_not_learned"),
+    (ti::shadow_cnt_SHADOW_TP_NOT_FAIR, "not_fair_class"),
+    (ti::shadow_cnt_SHADOW_TP_NO_SELECT, "no_selection_one_cpu"),
+    (ti::shadow_cnt_SHADOW_TP_ON_RQ, "on_rq_ttwu_runnable"),
+    (ti::shadow_cnt_SHADOW_TP_ON_CPU, "on_cpu_wakelist"),
+    (ti::shadow_cnt_SHADOW_TP_AMBIGUOUS, "ambiguous_on_cpu"),
+    (ti::shadow_cnt_SHADOW_TP_NESTED, "nested_lost"),
+    (ti::shadow_cnt_SHADOW_RQ_MISMATCH, "rq_not_learned"),
 ];
 
 /// One policy's counterfactual over the compared wake-ups.
@@ -381,7 +382,7 @@ struct Recording {
 
 /// The first line of a libbpf error, printable.
 fn first_line(e: &str) -> String {
-    crate::sched::stats::printable(e.lines().next().unwrap_or(""), 200)
+    crate::sched::text::printable(e.lines().next().unwrap_or(""), 200)
 }
 
 /// libbpf's own log (a refused load prints the verifier's, some thousand lines, and hints
@@ -449,15 +450,14 @@ fn record(
             errs.push(format!("{mode}: attach: {e}"));
             continue;
         }
-        // rq_not_learned counts from the end of the warm-up (SHADOW_RQ_MISMATCH = 9)
+        // rq_not_learned counts from the end of the warm-up
         let mut unlearned_warm_up = 0u64;
         if tp {
             warm_up_cpus(topo.nr_cpu_ids as usize);
-            if let Ok(Some(vals)) = skel
-                .maps
-                .counters
-                .lookup_percpu(&9u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
-            {
+            if let Ok(Some(vals)) = skel.maps.counters.lookup_percpu(
+                &ti::shadow_cnt_SHADOW_RQ_MISMATCH.to_ne_bytes(),
+                libbpf_rs::MapFlags::ANY,
+            ) {
                 unlearned_warm_up = vals
                     .iter()
                     .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
@@ -496,7 +496,7 @@ fn record(
         drop(std::mem::take(&mut skel.links));
         pb.consume().context("draining the perf rings")?;
         drop(pb);
-        // shadow.bpf.c's enum shadow_cnt, summed over the CPUs
+        // a counter of tool_intf.h's enum shadow_cnt, summed over the CPUs
         let count = |i: u32| -> Result<u64> {
             let vals = skel
                 .maps
@@ -509,11 +509,11 @@ fn record(
                 .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
                 .sum())
         };
-        let failed = count(1)?; // SHADOW_OUT_FAILED
+        let failed = count(ti::shadow_cnt_SHADOW_OUT_FAILED)?;
         let mut skipped = BTreeMap::new();
         for (i, name) in TP_SKIPS {
             let mut n = count(i)?;
-            if i == 9 {
+            if i == ti::shadow_cnt_SHADOW_RQ_MISMATCH {
                 n = n.saturating_sub(unlearned_warm_up);
             }
             if n > 0 || tp {
@@ -523,11 +523,13 @@ fn record(
         let dropped = *lost.borrow() + failed;
         let recs = kept.borrow().clone();
         let not_kept = *not_kept.borrow();
-        // SHADOW_SYNC_INFER_OK, _BAD
         let sync_check = if tp {
             None
         } else {
-            Some((count(10)?, count(11)?))
+            Some((
+                count(ti::shadow_cnt_SHADOW_SYNC_INFER_OK)?,
+                count(ti::shadow_cnt_SHADOW_SYNC_INFER_BAD)?,
+            ))
         };
         return Ok(Recording {
             recs,
@@ -1285,11 +1287,8 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
 mod tests {
     use super::*;
 
-    const F_SIS_UTIL: u64 = bi::sis_feature_FEAT_SIS_UTIL as u64;
-    const F_SIS_CORE: u64 = bi::sis_feature_FEAT_SIS_CORE as u64;
-    const F_WA_IDLE_PREV: u64 = bi::sis_feature_FEAT_WA_IDLE_PREV as u64;
-    const F_WA_WEIGHT: u64 = bi::sis_feature_FEAT_WA_WEIGHT as u64;
-    const KERNEL: u64 = F_SIS_UTIL | F_SIS_CORE | F_WA_IDLE_PREV | F_WA_WEIGHT;
+    use crate::sched::features::bit;
+    const KERNEL: u64 = bit::SIS_UTIL | bit::SIS_CORE | bit::WA_IDLE_PREV | bit::WA_WEIGHT;
 
     /// A wake-up on `cpus` CPUs: every CPU read, the ones in `idle` idle (at entry and exit),
     /// p allowed everywhere, SIS_UTIL depth `scan` on both LLCs, no idle core.
