@@ -1081,6 +1081,21 @@ fn analyse_with(
     })
 }
 
+/// The policy table of a live run or a replay (after a blank line), the policy column `w`
+/// wide.
+fn print_policies(rows: &[PolicyRow], w: usize) {
+    println!(
+        "\n{:<w$} {:>9} {:>14} {:>12} {:>15}",
+        "policy", "wakeups", "cpus/wakeup", "idle found%", "same as kernel%"
+    );
+    for p in rows {
+        println!(
+            "{:<w$} {:>9} {:>14.3} {:>12.2} {:>15.2}",
+            p.policy, p.wakeups, p.cpus_examined_per_wakeup, p.idle_found_pct, p.same_as_kernel_pct
+        );
+    }
+}
+
 fn print_table(rep: &Report) {
     println!(
         "kernel {}  attach {}  HZ {}  features {} ({})",
@@ -1124,16 +1139,7 @@ fn print_table(rep: &Report) {
             m.agreed, m.compared, m.agreement_pct
         );
     }
-    println!(
-        "\n{:<12} {:>9} {:>14} {:>12} {:>15}",
-        "policy", "wakeups", "cpus/wakeup", "idle found%", "same as kernel%"
-    );
-    for p in &rep.policies {
-        println!(
-            "{:<12} {:>9} {:>14.3} {:>12.2} {:>15.2}",
-            p.policy, p.wakeups, p.cpus_examined_per_wakeup, p.idle_found_pct, p.same_as_kernel_pct
-        );
-    }
+    print_policies(&rep.policies, 12);
     println!("fitted depth: {}", rep.sis_fit);
 }
 
