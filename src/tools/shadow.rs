@@ -14,7 +14,7 @@
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, OpenObject, PerfBufferBuilder, ProgramInput};
+use libbpf_rs::{MapCore, OpenObject, PerfBufferBuilder};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -26,7 +26,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bpf_intf as bi;
+use crate::sched::bpf_maps::run_with_ctx;
 use crate::sched::features;
+use crate::sched::opts::DEFAULT_IMBALANCE_PCT;
 use crate::sched::sis_fit::FitRow;
 use crate::sched::sis_util_depth::DepthRules;
 use crate::sched::topology::{copy_same_c_type, TopoDesc};
@@ -671,30 +673,17 @@ impl<'obj> Replay<'obj> {
         a.jiffies = r.jiffies;
         a.waker_load = r.waker_load;
         a.wakee_load = r.wakee_load;
-        a.imbalance_pct = bi::sis_consts_DEFAULT_IMBALANCE_PCT as u64;
+        a.imbalance_pct = DEFAULT_IMBALANCE_PCT;
         a.idle = *idle;
         a.allowed = words(&r.allowed);
         a.cpu = -2;
-        // SAFETY: viewed as bytes for the call
-        let bytes = unsafe {
-            std::slice::from_raw_parts_mut(
-                &mut a as *mut bi::sis_test_args as *mut u8,
-                std::mem::size_of::<bi::sis_test_args>(),
-            )
-        };
-        let input = ProgramInput {
-            context_in: Some(bytes),
-            ..Default::default()
-        };
         let prog = if steps {
             &self.skel.progs.replay_steps
         } else {
             &self.skel.progs.replay
         };
-        let ret = prog
-            .test_run(input)
-            .context("BPF_PROG_TEST_RUN of the replay")?
-            .return_value;
+        // SAFETY: intf.h's struct sis_test_args, plain integers
+        let ret = unsafe { run_with_ctx(prog, &mut a) }.context("the replay")?;
         if ret != 0 || a.cpu == -2 {
             bail!("the replay program did not run ({ret})");
         }
