@@ -43,7 +43,7 @@ mod rskel {
 }
 use rskel::{ShadowReplaySkel, ShadowReplaySkelBuilder};
 use skel::types::shadow_rec as Rec;
-use skel::ShadowSkelBuilder;
+use skel::{ShadowSkel, ShadowSkelBuilder};
 
 /// `--record FILE` / `--replay FILE...`: the recordings' format and their replay
 #[path = "shadow_corpus.rs"]
@@ -409,143 +409,177 @@ fn record(
     let mut errs = vec![];
     for &mode in modes {
         let mut obj = MaybeUninit::<OpenObject>::uninit();
-        let mut open = ShadowSkelBuilder::default()
-            .open(&mut obj)
-            .context("opening the shadow BPF object")?;
-        open.progs.scx_lib_init_probe.set_autoload(false);
-        let (fentry, kprobe, tp) = (
-            mode == Attach::Fentry,
-            mode == Attach::Kprobe,
-            mode == Attach::Tracepoint,
-        );
-        open.progs.shadow_fentry.set_autoload(fentry);
-        open.progs.shadow_fexit.set_autoload(fentry);
-        open.progs.shadow_kprobe.set_autoload(kprobe);
-        open.progs.shadow_kretprobe.set_autoload(kprobe);
-        open.progs.shadow_waking.set_autoload(tp);
-        open.progs.shadow_migrate.set_autoload(tp);
-        open.progs.shadow_csd.set_autoload(tp);
-        open.progs.shadow_wakeup.set_autoload(tp);
-        let ro = open.maps.rodata_data.as_mut().context("no rodata")?;
-        // SAFETY: both are intf.h's struct sis_topo
-        unsafe { copy_same_c_type(topo, &mut ro.topo) };
-        ro.record_comm = comm;
-        if let Some(r) = kallsyms_ranges(&SYNC_FNS) {
-            for (i, (lo, hi)) in r.into_iter().enumerate() {
-                ro.sync_fn_lo[i] = lo;
-                ro.sync_fn_hi[i] = hi;
-            }
-        }
-        let mode = mode.name();
-        let mut skel = match open.load() {
-            Ok(s) => s,
+        let traced = match tracer(&mut obj, topo, mode, comm)? {
+            Ok(skel) => trace(skel, topo, mode, secs, stop),
             Err(e) => {
-                let e = first_line(&e.to_string());
-                log::info!("shadow: {mode} refused at load ({e})");
-                errs.push(format!("{mode}: load: {e}"));
+                errs.push(e);
                 continue;
             }
         };
-        if let Err(e) = skel.attach() {
-            let e = first_line(&e.to_string());
-            log::info!("shadow: {mode} refused at attach ({e})");
-            errs.push(format!("{mode}: attach: {e}"));
-            continue;
-        }
-        // rq_not_learned counts from the end of the warm-up
-        let mut unlearned_warm_up = 0u64;
-        if tp {
-            warm_up_cpus(topo.nr_cpu_ids as usize);
-            if let Ok(Some(vals)) = skel.maps.counters.lookup_percpu(
-                &ti::shadow_cnt_SHADOW_RQ_MISMATCH.to_ne_bytes(),
-                libbpf_rs::MapFlags::ANY,
-            ) {
-                unlearned_warm_up = vals
-                    .iter()
-                    .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
-                    .sum();
-            }
-        }
-        let kept = Rc::new(RefCell::new(Vec::<Rec>::new()));
-        let lost = Rc::new(RefCell::new(0u64));
-        let not_kept = Rc::new(RefCell::new(0u64));
-        let (k2, l2, n2) = (kept.clone(), lost.clone(), not_kept.clone());
-        let pb = PerfBufferBuilder::new(&skel.maps.events)
-            .pages(1024)
-            .sample_cb(move |_cpu, data: &[u8]| {
-                if data.len() < std::mem::size_of::<Rec>() {
-                    return;
-                }
-                let mut k = k2.borrow_mut();
-                if k.len() >= MAX_KEPT {
-                    *n2.borrow_mut() += 1;
-                    return;
-                }
-                // SAFETY: the record is shadow.bpf.c's struct shadow_rec, plain integers
-                let mut r = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const Rec) };
-                apply_in_task(&mut r);
-                k.push(r);
-            })
-            .lost_cb(move |_cpu, n| *l2.borrow_mut() += n)
-            .build()
-            .context("opening the per-CPU perf rings")?;
-        let end = Instant::now() + Duration::from_secs(secs);
-        while Instant::now() < end && !stop.load(Ordering::Relaxed) {
-            pb.poll(Duration::from_millis(100))
-                .context("polling the perf rings")?;
-        }
-        // detach first, then drain what is left
-        drop(std::mem::take(&mut skel.links));
-        pb.consume().context("draining the perf rings")?;
-        drop(pb);
-        // a counter of tool_intf.h's enum shadow_cnt, summed over the CPUs
-        let count = |i: u32| -> Result<u64> {
-            let vals = skel
-                .maps
-                .counters
-                .lookup_percpu(&i.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
-                .context("reading the tracer's counters")?
-                .unwrap_or_default();
-            Ok(vals
-                .iter()
-                .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
-                .sum())
-        };
-        let failed = count(ti::shadow_cnt_SHADOW_OUT_FAILED)?;
-        let mut skipped = BTreeMap::new();
-        for (i, name) in TP_SKIPS {
-            let mut n = count(i)?;
-            if i == ti::shadow_cnt_SHADOW_RQ_MISMATCH {
-                n = n.saturating_sub(unlearned_warm_up);
-            }
-            if n > 0 || tp {
-                skipped.insert(name.to_string(), n);
-            }
-        }
-        let dropped = *lost.borrow() + failed;
-        let recs = kept.borrow().clone();
-        let not_kept = *not_kept.borrow();
-        let sync_check = if tp {
-            None
-        } else {
-            Some((
-                count(ti::shadow_cnt_SHADOW_SYNC_INFER_OK)?,
-                count(ti::shadow_cnt_SHADOW_SYNC_INFER_BAD)?,
-            ))
-        };
-        return Ok(Recording {
-            recs,
-            attach: mode,
-            dropped,
-            not_kept,
-            skipped,
-            sync_check,
-        });
+        return traced;
     }
     bail!(
         "cannot trace the kernel's wake-ups here ({}); fentry needs BPF trampolines, kprobe CONFIG_KPROBES, tracepoint BTF and tp_btf",
         errs.join("; ")
     )
+}
+
+/// The tracer object with `mode`'s programs only, loaded and attached; `Ok(Err(why))`, one
+/// line, where this kernel refuses it (the next mode may do).
+fn tracer<'obj>(
+    obj: &'obj mut MaybeUninit<OpenObject>,
+    topo: &bi::sis_topo,
+    mode: Attach,
+    comm: bool,
+) -> Result<std::result::Result<ShadowSkel<'obj>, String>> {
+    let mut open = ShadowSkelBuilder::default()
+        .open(obj)
+        .context("opening the shadow BPF object")?;
+    open.progs.scx_lib_init_probe.set_autoload(false);
+    let (fentry, kprobe, tp) = (
+        mode == Attach::Fentry,
+        mode == Attach::Kprobe,
+        mode == Attach::Tracepoint,
+    );
+    open.progs.shadow_fentry.set_autoload(fentry);
+    open.progs.shadow_fexit.set_autoload(fentry);
+    open.progs.shadow_kprobe.set_autoload(kprobe);
+    open.progs.shadow_kretprobe.set_autoload(kprobe);
+    open.progs.shadow_waking.set_autoload(tp);
+    open.progs.shadow_migrate.set_autoload(tp);
+    open.progs.shadow_csd.set_autoload(tp);
+    open.progs.shadow_wakeup.set_autoload(tp);
+    let ro = open.maps.rodata_data.as_mut().context("no rodata")?;
+    // SAFETY: both are intf.h's struct sis_topo
+    unsafe { copy_same_c_type(topo, &mut ro.topo) };
+    ro.record_comm = comm;
+    if let Some(r) = kallsyms_ranges(&SYNC_FNS) {
+        for (i, (lo, hi)) in r.into_iter().enumerate() {
+            ro.sync_fn_lo[i] = lo;
+            ro.sync_fn_hi[i] = hi;
+        }
+    }
+    let mode = mode.name();
+    let mut skel = match open.load() {
+        Ok(s) => s,
+        Err(e) => {
+            let e = first_line(&e.to_string());
+            log::info!("shadow: {mode} refused at load ({e})");
+            return Ok(Err(format!("{mode}: load: {e}")));
+        }
+    };
+    if let Err(e) = skel.attach() {
+        let e = first_line(&e.to_string());
+        log::info!("shadow: {mode} refused at attach ({e})");
+        return Ok(Err(format!("{mode}: attach: {e}")));
+    }
+    Ok(Ok(skel))
+}
+
+/// The tracer's counter `i` (tool_intf.h's enum shadow_cnt), summed over the CPUs.
+fn tracer_count(skel: &ShadowSkel<'_>, i: u32) -> Result<u64> {
+    let vals = skel
+        .maps
+        .counters
+        .lookup_percpu(&i.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+        .context("reading the tracer's counters")?
+        .unwrap_or_default();
+    Ok(vals
+        .iter()
+        .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+        .sum())
+}
+
+/// Trace with the attached `skel` for `secs` (or until `stop`): the records, and from the
+/// tracer's counters what it lost, skipped and checked.
+fn trace(
+    mut skel: ShadowSkel<'_>,
+    topo: &bi::sis_topo,
+    mode: Attach,
+    secs: u64,
+    stop: &Arc<AtomicBool>,
+) -> Result<Recording> {
+    let tp = mode == Attach::Tracepoint;
+    // rq_not_learned counts from the end of the warm-up
+    let mut unlearned_warm_up = 0u64;
+    if tp {
+        warm_up_cpus(topo.nr_cpu_ids as usize);
+        unlearned_warm_up = tracer_count(&skel, ti::shadow_cnt_SHADOW_RQ_MISMATCH).unwrap_or(0);
+    }
+    let (recs, lost, not_kept) = collect(&mut skel, secs, stop)?;
+    let failed = tracer_count(&skel, ti::shadow_cnt_SHADOW_OUT_FAILED)?;
+    let mut skipped = BTreeMap::new();
+    for (i, name) in TP_SKIPS {
+        let mut n = tracer_count(&skel, i)?;
+        if i == ti::shadow_cnt_SHADOW_RQ_MISMATCH {
+            n = n.saturating_sub(unlearned_warm_up);
+        }
+        if n > 0 || tp {
+            skipped.insert(name.to_string(), n);
+        }
+    }
+    let sync_check = if tp {
+        None
+    } else {
+        Some((
+            tracer_count(&skel, ti::shadow_cnt_SHADOW_SYNC_INFER_OK)?,
+            tracer_count(&skel, ti::shadow_cnt_SHADOW_SYNC_INFER_BAD)?,
+        ))
+    };
+    Ok(Recording {
+        recs,
+        attach: mode.name(),
+        dropped: lost + failed,
+        not_kept,
+        skipped,
+        sync_check,
+    })
+}
+
+/// The records of the per-CPU perf rings for `secs` (or until `stop`), then the tracer
+/// detached and the rings drained: the records kept (at most MAX_KEPT), the records the
+/// rings lost, and those not kept.
+fn collect(
+    skel: &mut ShadowSkel<'_>,
+    secs: u64,
+    stop: &Arc<AtomicBool>,
+) -> Result<(Vec<Rec>, u64, u64)> {
+    let kept = Rc::new(RefCell::new(Vec::<Rec>::new()));
+    let lost = Rc::new(RefCell::new(0u64));
+    let not_kept = Rc::new(RefCell::new(0u64));
+    let (k2, l2, n2) = (kept.clone(), lost.clone(), not_kept.clone());
+    let pb = PerfBufferBuilder::new(&skel.maps.events)
+        .pages(1024)
+        .sample_cb(move |_cpu, data: &[u8]| {
+            if data.len() < std::mem::size_of::<Rec>() {
+                return;
+            }
+            let mut k = k2.borrow_mut();
+            if k.len() >= MAX_KEPT {
+                *n2.borrow_mut() += 1;
+                return;
+            }
+            // SAFETY: the record is shadow.bpf.c's struct shadow_rec, plain integers
+            let mut r = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const Rec) };
+            apply_in_task(&mut r);
+            k.push(r);
+        })
+        .lost_cb(move |_cpu, n| *l2.borrow_mut() += n)
+        .build()
+        .context("opening the per-CPU perf rings")?;
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end && !stop.load(Ordering::Relaxed) {
+        pb.poll(Duration::from_millis(100))
+            .context("polling the perf rings")?;
+    }
+    // detach first, then drain what is left
+    drop(std::mem::take(&mut skel.links));
+    pb.consume().context("draining the perf rings")?;
+    drop(pb);
+    let recs = kept.borrow().clone();
+    let lost = *lost.borrow();
+    let not_kept = *not_kept.borrow();
+    Ok((recs, lost, not_kept))
 }
 
 /// The replay object, its machine set per snapshot.
@@ -592,6 +626,8 @@ impl<'obj> Replay<'obj> {
 
     /// Set the machine from `r` (idle mask `idle`) and run `replay` (force < -1) or
     /// `replay_steps` (force >= -1: -1 wake_affine's target, else that target).
+    // long: branch depth (#36) rewrites this (classification, race re-read, depth block);
+    // split into steps once it has merged, not before (one conflict less)
     fn run(
         &mut self,
         r: &Rec,
@@ -940,6 +976,8 @@ fn analyse(
 }
 
 /// analyse() on a loaded replay object (the corpus replays a file in chunks through one)
+// long: branch depth (#36) rewrites this (classification, race re-read, depth block);
+// split into steps once it has merged, not before (one conflict less)
 fn analyse_with(
     rp: &mut Replay,
     recs: &[Rec],
@@ -1146,6 +1184,8 @@ ax[1].set_xticks(list(x)); ax[1].set_xticklabels(names); ax[1].set_ylabel("CPUs 
 fig.suptitle(title, fontsize=9); fig.tight_layout(); fig.savefig(out, format="png", dpi=100)
 "#;
 
+// long: branch depth (#36) rewrites this (classification, race re-read, depth block);
+// split into steps once it has merged, not before (one conflict less)
 pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     if !opts.replay.is_empty() {
         return corpus::replay_main(opts);
@@ -1609,6 +1649,8 @@ mod tests {
     /// name CPUs of this machine, the tracer must have learned every CPU's rq, and WF_SYNC
     /// must have been read from the call stack, sync for many of them.
     #[test]
+    // long: one scenario on this host (two threads waking each other, the tracer, every check
+    // on its records); its steps share the threads and the recording
     fn shadow_tracepoint_records_this_host() {
         use std::io::{Read, Write};
         use std::os::unix::net::UnixStream;
