@@ -580,6 +580,7 @@ pub struct ReplayArgs {
 }
 
 /// Replay one file: its report row and its sums.
+// long: branch replay-fast (#38, batched replay) rewrites it; split into steps there
 fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
     let mut rd = Reader::open(path)?;
     let desc = rd.topo()?;
