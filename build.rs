@@ -113,7 +113,7 @@ fn derive_tables() {
             "    pub const {name}: u64 = bpf_intf::sis_feature_{m} as u64;"
         );
     }
-    t += "    /// every feature (intf.h's FEAT_ALL)\n";
+    t += "    /// every feature (intf.h's FEAT_ALL; the tests' word)\n    #[cfg_attr(not(test), allow(dead_code))]\n";
     t += "    pub const ALL: u64 = bpf_intf::sis_feature_FEAT_ALL as u64;\n}\n";
     let presets = described("sis_preset", "PRESET_", &[]);
     t += "/// Every preset, in intf.h's (and `--preset`'s) order.\npub const PRESETS: &[PresetDef] = &[\n";
