@@ -455,14 +455,17 @@ fn kick(skel: &mut SisTestSkel<'_>, feat: u64, llc: i32, this: i32, idle: &[usiz
     d.llc = llc;
     d.this_cpu = this;
     d.flag = 0;
-    d.out_cpu = -99;
-    run!(skel, test_kick);
+    let (cpu, probed, first) = walk(skel, |s| run!(s, test_kick));
+    Kick { cpu, probed, first }
+}
+
+/// A walk's outputs after `run` (dec_io's out_cpu set to -99 first): the CPU or LLC found
+/// (out_cpu), the places probed and the first one.
+fn walk(skel: &mut SisTestSkel<'_>, run: impl Fn(&mut SisTestSkel<'_>)) -> (i32, u32, u32) {
+    io(skel).out_cpu = -99;
+    run(skel);
     let d = io(skel);
-    Kick {
-        cpu: d.out_cpu,
-        probed: d.probed,
-        first: d.first,
-    }
+    (d.out_cpu, d.probed, d.first)
 }
 
 /// The enqueue's search for an idle CPU to kick (find_new_ilb()'s walk): the task's LLC
@@ -779,14 +782,8 @@ fn steal(
     }
     bss.steal_uncounted = uncounted as u32;
     io(skel).llc = llc as i32;
-    io(skel).out_cpu = -99;
-    run!(skel, test_steal);
-    let d = io(skel);
-    Steal {
-        llc: d.out_cpu,
-        tried: d.probed,
-        walked: d.first,
-    }
+    let (llc, tried, walked) = walk(skel, |s| run!(s, test_steal));
+    Steal { llc, tried, walked }
 }
 
 /// The steal's summary (steal.bpf.h) picks the LLC the plain walk picks (every other LLC
