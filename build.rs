@@ -99,12 +99,22 @@ fn derive_tables() {
         assert!(!help.is_empty(), "intf.h: {m} has no description");
         let _ = writeln!(
             t,
-            "    Feature {{ name: {}, bit: bpf_intf::sis_feature_{m} as u64, help: {} }},",
+            "    Feature {{ name: {}, bit: bit::{name}, help: {} }},",
             lit(name),
             lit(help)
         );
     }
     t += "];\n";
+    t += "/// Each feature's bit, `bit::NAME` (intf.h's FEAT_NAME through bindgen): the one way Rust\n";
+    t += "/// names a feature bit (no string lookup, no number).\npub mod bit {\n    use crate::bpf_intf;\n";
+    for (m, name, _) in &feats {
+        let _ = writeln!(
+            t,
+            "    pub const {name}: u64 = bpf_intf::sis_feature_{m} as u64;"
+        );
+    }
+    t += "    /// every feature (intf.h's FEAT_ALL; the tests' word)\n    #[cfg_attr(not(test), allow(dead_code))]\n";
+    t += "    pub const ALL: u64 = bpf_intf::sis_feature_FEAT_ALL as u64;\n}\n";
     let presets = described("sis_preset", "PRESET_", &[]);
     t += "/// Every preset, in intf.h's (and `--preset`'s) order.\npub const PRESETS: &[PresetDef] = &[\n";
     for (m, name, desc) in &presets {
@@ -192,6 +202,7 @@ fn main() {
     scx_cargo::BpfBuilder::new()
         .unwrap()
         .add_include_path("src/bpf")
+        .enable_intf("src/bpf/tools/tool_intf.h", "tool_intf.rs")
         .enable_skel("src/bpf/tools/cost.bpf.c", "cost")
         .build()
         .unwrap();

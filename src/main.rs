@@ -8,6 +8,7 @@ mod bpf_skel;
 /// The scheduler: what runs while `scx_sisutil` schedules (and the monitor).
 mod sched {
     pub mod bpf_maps;
+    pub mod clock;
     pub mod features;
     pub mod loader;
     pub mod opts;
@@ -15,6 +16,7 @@ mod sched {
     pub mod sis_fit;
     pub mod sis_util_depth;
     pub mod stats;
+    pub mod text;
     pub mod topology;
     pub mod wait_hist;
 }
@@ -29,6 +31,7 @@ mod tools {
     pub mod plot;
     pub mod safe_io;
     pub mod shadow;
+    pub mod tool_intf;
 }
 
 /// Test-only code: the host BPF tests and their models.

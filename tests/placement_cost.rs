@@ -131,16 +131,10 @@ fn placement_cost_bad_input() {
     }
 }
 
-/// CLOCK_MONOTONIC in ns, the clock of `placement-cost --trace-test-runs`'s lines.
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec to fill
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+/// The clock of `placement-cost --trace-test-runs`'s lines: the tool's own source.
+#[path = "../src/sched/clock.rs"]
+mod clock;
+use clock::monotonic_ns;
 
 /// Ctrl-C ends a long measurement between two test runs: a run of 8,388,608 placements on a
 /// 512-CPU LLC scanned whole (~60 s here as one BPF_PROG_TEST_RUN, which no signal

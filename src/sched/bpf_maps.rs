@@ -71,6 +71,28 @@ pub fn intf_slice<T, U>(s: &mut [T]) -> &mut [U] {
     unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut U, s.len()) }
 }
 
+/// One BPF_PROG_TEST_RUN of `prog` with `ctx` as its context (a syscall program's `ctx_in`,
+/// which the kernel writes back: the program's outputs are in `ctx` after it); its return
+/// value.
+///
+/// # Safety
+/// `T` is a plain-integer repr(C) struct of intf.h (any skeleton's copy of it): every bit
+/// pattern the program writes is a valid `T`.
+pub unsafe fn run_with_ctx<T>(prog: &libbpf_rs::ProgramMut<'_>, ctx: &mut T) -> Result<u32> {
+    // SAFETY: the caller's; `ctx` is viewed as its bytes for the call only
+    let bytes = unsafe {
+        std::slice::from_raw_parts_mut(ctx as *mut T as *mut u8, std::mem::size_of::<T>())
+    };
+    let input = libbpf_rs::ProgramInput {
+        context_in: Some(bytes),
+        ..Default::default()
+    };
+    Ok(prog
+        .test_run(input)
+        .context("BPF_PROG_TEST_RUN")?
+        .return_value)
+}
+
 /// A map value as native-endian u64 words (a trailing partial word is dropped).
 pub fn u64_words(v: &[u8]) -> Vec<u64> {
     v.chunks_exact(8)
@@ -94,16 +116,6 @@ pub fn lookup_u64<M: MapCore>(map: &M, key: u32) -> Option<u64> {
         .ok()
         .flatten()
         .and_then(|v| u64_words(&v).first().copied())
-}
-
-/// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Per-CPU array element `key` as one intf.h struct `T` per CPU (an absent element: none);

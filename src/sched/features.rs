@@ -212,7 +212,7 @@ pub fn apply<S: AsRef<str>>(mut word: u64, names: &[S]) -> Result<u64> {
         let Some(f) = FEATURES.iter().find(|f| f.name.eq_ignore_ascii_case(base)) else {
             bail!(
                 "unknown feature '{}' (valid: {}; prefix NO_ to turn one off)",
-                crate::sched::stats::printable(name, 80),
+                crate::sched::text::printable(name, 80),
                 valid_names()
             );
         };
@@ -226,11 +226,6 @@ pub fn apply<S: AsRef<str>>(mut word: u64, names: &[S]) -> Result<u64> {
         }
     }
     Ok(word)
-}
-
-#[cfg_attr(not(test), allow(dead_code))]
-pub fn is_on(word: u64, name: &str) -> bool {
-    FEATURES.iter().any(|f| f.name == name && word & f.bit != 0)
 }
 
 /// `NAME on|off` lines, the kernel's features file spelled out.
@@ -935,36 +930,36 @@ mod tests {
     #[test]
     fn presets_patched_and_vanilla() {
         let p = preset(Preset::patched());
-        for n in [
-            "SIS_UTIL",
-            "SIS_CORE",
-            "WA_IDLE_PREV",
-            "TTWU_QUEUE_DESCHED",
-            "NEWIDLE_SKIP_IPI",
-            "KICK_SKIP_REDUNDANT",
+        for b in [
+            bit::SIS_UTIL,
+            bit::SIS_CORE,
+            bit::WA_IDLE_PREV,
+            bit::TTWU_QUEUE_DESCHED,
+            bit::NEWIDLE_SKIP_IPI,
+            bit::KICK_SKIP_REDUNDANT,
         ] {
-            assert!(is_on(p, n), "{n} on in patched");
+            assert_ne!(p & b, 0, "{:?} on in patched", names_on(b));
         }
-        for n in ["SIS_PROP", "SIS_SMALL_LLC"] {
-            assert!(!is_on(p, n), "{n} off in patched");
+        for b in [bit::SIS_PROP, bit::SIS_SMALL_LLC] {
+            assert_eq!(p & b, 0, "{:?} off in patched", names_on(b));
         }
         // a review suggestion the merged patch does not contain, the rescue and the shards no
         // kernel has: in no preset
         for d in PRESETS {
-            for n in ["KICK_WRAP_NEXT", "WAKE_RESCUE", "LLC_SHARDS"] {
-                assert!(!is_on(d.word, n), "{n} on in {}", d.name);
+            for b in [bit::KICK_WRAP_NEXT, bit::WAKE_RESCUE, bit::LLC_SHARDS] {
+                assert_eq!(d.word & b, 0, "{:?} on in {}", names_on(b), d.name);
             }
         }
         let v = preset(Preset::vanilla());
-        assert!(is_on(v, "SIS_PROP") && is_on(v, "SIS_CORE"));
-        for n in [
-            "SIS_UTIL",
-            "WA_IDLE_PREV",
-            "TTWU_QUEUE_DESCHED",
-            "NEWIDLE_SKIP_IPI",
-            "KICK_SKIP_REDUNDANT",
+        assert!((v & bit::SIS_PROP != 0) && (v & bit::SIS_CORE != 0));
+        for b in [
+            bit::SIS_UTIL,
+            bit::WA_IDLE_PREV,
+            bit::TTWU_QUEUE_DESCHED,
+            bit::NEWIDLE_SKIP_IPI,
+            bit::KICK_SKIP_REDUNDANT,
         ] {
-            assert!(!is_on(v, n), "{n} off in vanilla");
+            assert_eq!(v & b, 0, "{:?} off in vanilla", names_on(b));
         }
     }
 
@@ -974,16 +969,15 @@ mod tests {
 
     #[test]
     fn each_pair_differs_by_its_patch_alone() {
-        let bit = |n: &str| FEATURES.iter().find(|f| f.name == n).unwrap().bit;
         let pairs = PatchPair::all();
         assert_eq!(pairs.len(), 5, "one pair per kernel patch");
         // every preset is patched, vanilla, one side of a pair, or one of the two full-scan
         // references (a preset with its depth removed)
         assert_eq!(PRESETS.len(), 2 + 2 * pairs.len() + 2);
         let unb = preset(named("unbounded"));
-        assert_eq!(unb, preset(named("vanilla")) & !bit("SIS_PROP"));
+        assert_eq!(unb, preset(named("vanilla")) & !bit::SIS_PROP);
         let pu = preset(named("patched-unbounded"));
-        assert_eq!(pu, preset(named("patched")) & !bit("SIS_UTIL"));
+        assert_eq!(pu, preset(named("patched")) & !bit::SIS_UTIL);
         for s in &pairs {
             let (b, p) = (preset(s.base), preset(s.patched));
             assert_eq!(
@@ -1000,11 +994,15 @@ mod tests {
             );
             assert_eq!(p & s.replaces(), 0);
             // the kernel defaults are on on both sides, SIS_SMALL_LLC (a thread's idea) off
-            assert!(is_on(b, "SIS_CORE") && is_on(b, "WA_WEIGHT") && !is_on(b, "SIS_SMALL_LLC"));
+            assert!(
+                (b & bit::SIS_CORE != 0)
+                    && (b & bit::WA_WEIGHT != 0)
+                    && (b & bit::SIS_SMALL_LLC == 0)
+            );
             // exactly one scan depth on each side
             for w in [b, p] {
                 assert!(
-                    is_on(w, "SIS_PROP") != is_on(w, "SIS_UTIL"),
+                    (w & bit::SIS_PROP != 0) != (w & bit::SIS_UTIL != 0),
                     "{}: depth",
                     s.feature.name
                 );
@@ -1016,21 +1014,23 @@ mod tests {
             );
         }
         // chronology: each base holds every patch merged before it
-        let order = ["TTWU_QUEUE_DESCHED", "WA_IDLE_PREV", "SIS_UTIL"];
+        let order = [bit::TTWU_QUEUE_DESCHED, bit::WA_IDLE_PREV, bit::SIS_UTIL];
         for (i, s) in pairs.iter().enumerate().take(3) {
-            assert_eq!(s.feature.name, order[i]);
-            for earlier in &order[..i] {
-                assert!(
-                    is_on(preset(s.base), earlier),
-                    "{} base lacks {earlier}",
-                    s.feature.name
+            assert_eq!(s.feature.bit, order[i]);
+            for &earlier in &order[..i] {
+                assert_ne!(
+                    preset(s.base) & earlier,
+                    0,
+                    "{} base lacks {:?}",
+                    s.feature.name,
+                    names_on(earlier)
                 );
             }
         }
         // SIS_UTIL's own numbers: v5.19-rc1 already had the 2020 patches
         assert_eq!(
             preset(named("sis-util-base")) ^ preset(named("sis-util")),
-            bit("SIS_UTIL") | bit("SIS_PROP")
+            bit::SIS_UTIL | bit::SIS_PROP
         );
         assert_eq!(
             preset(named("ttwu-queue-desched-base")),
@@ -1040,8 +1040,8 @@ mod tests {
         assert_eq!(
             preset(Preset::patched()),
             preset(named("kick-skip-redundant-base"))
-                | bit("NEWIDLE_SKIP_IPI")
-                | bit("KICK_SKIP_REDUNDANT")
+                | bit::NEWIDLE_SKIP_IPI
+                | bit::KICK_SKIP_REDUNDANT
         );
         // the CLI names, in intf.h's order, patched (the default) first
         let names: Vec<_> = PRESET_VALUES.iter().map(|p| p.name()).collect();
@@ -1081,12 +1081,12 @@ mod tests {
             all |= f.bit;
         }
         assert_eq!(all, bpf_intf::sis_feature_FEAT_ALL as u64);
-        // `features` lists them in intf.h's order, which is not the bits' order
+        // `features` lists them in intf.h's order, each with its own bit
         assert_eq!(
             &names[3..6],
             ["WA_IDLE_PREV", "WA_WEIGHT", "TTWU_QUEUE_DESCHED"]
         );
-        assert_eq!(FEATURES[4].bit, 1 << 8);
+        assert_eq!(FEATURES[4].bit, bit::WA_WEIGHT);
         // a description continued over three comment lines, joined
         let t = FEATURES[5].help;
         assert!(
@@ -1102,11 +1102,11 @@ mod tests {
     #[test]
     fn apply_on_off_and_errors() {
         let w = apply(0, &["SIS_PROP,NO_SIS_UTIL", "sis_core"]).unwrap();
-        assert!(is_on(w, "SIS_PROP") && is_on(w, "SIS_CORE") && !is_on(w, "SIS_UTIL"));
+        assert!((w & bit::SIS_PROP != 0) && (w & bit::SIS_CORE != 0) && (w & bit::SIS_UTIL == 0));
         let w2 = apply(w, &["NO_SIS_PROP"]).unwrap();
-        assert!(!is_on(w2, "SIS_PROP"));
+        assert_eq!(w2 & bit::SIS_PROP, 0);
         let w3 = apply(w, &["no_sis_prop", "No_Sis_Core"]).unwrap();
-        assert!(!is_on(w3, "SIS_PROP") && !is_on(w3, "SIS_CORE"));
+        assert!((w3 & bit::SIS_PROP == 0) && (w3 & bit::SIS_CORE == 0));
         assert!(apply(0, &["NO_"]).is_err());
         let e = apply(w, &["SIS_PROP", "BOGUS"]).unwrap_err().to_string();
         assert!(

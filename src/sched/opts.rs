@@ -4,13 +4,14 @@
 
 use crate::bpf_intf as bi;
 use crate::sched::features::Preset;
-use crate::sched::sis_util_depth::DEFAULT_IMBALANCE_PCT;
 use crate::sched::stats;
 
 /// The time slice, microseconds (intf.h).
 pub const DEFAULT_SLICE_US: u64 = bi::sis_consts_DEFAULT_SLICE_US as u64;
 /// The loader's util/depth update period, ms (intf.h).
 pub const DEFAULT_INTERVAL_MS: u64 = bi::sis_consts_DEFAULT_INTERVAL_MS as u64;
+/// The LLC domain's imbalance_pct, SIS_UTIL's depth (intf.h).
+pub const DEFAULT_IMBALANCE_PCT: u64 = bi::sis_consts_DEFAULT_IMBALANCE_PCT as u64;
 /// LLC_SHARDS' CPUs per shard (intf.h)
 pub const DEFAULT_SHARD_CPUS: u32 = bi::sis_consts_DEFAULT_SHARD_CPUS;
 

@@ -14,9 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bpf_skel::*;
-use crate::sched::bpf_maps::{
-    intf_slice, lookup_percpu_as, lookup_u64, monotonic_ns, u64_words, MappedWords,
-};
+use crate::sched::bpf_maps::{intf_slice, lookup_percpu_as, lookup_u64, u64_words, MappedWords};
 use crate::sched::features;
 use crate::sched::loader::{pin_features, verified_insns, UtilUpdate};
 use crate::sched::opts::RunOpts;
@@ -154,7 +152,7 @@ impl<'a> Scheduler<'a> {
         crate::sched::sis_fit::pin(&mut self.skel)?;
         self.stats_server = StatsServer::new(crate::sched::stats::server_data()).launch()?;
         // statistics are root-only, like the feature map
-        let sock = std::path::Path::new("/var/run/scx/root/stats");
+        let sock = std::path::Path::new(crate::sched::stats::STATS_SOCKET);
         if let Err(e) = std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o600)) {
             warn!("cannot restrict {sock:?}: {e}");
         }
@@ -171,7 +169,7 @@ impl<'a> Scheduler<'a> {
     /// One interval of the loader's work (UtilUpdate), on the scheduler's .bss.
     fn update_util(&mut self) {
         let rules = DepthRules::of(self.features());
-        let now = monotonic_ns();
+        let now = crate::sched::clock::monotonic_ns();
         self.update_calib(rules.fit, now);
         let Some(bss) = self.skel.maps.bss_data.as_mut() else {
             return;

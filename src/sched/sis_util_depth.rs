@@ -7,10 +7,11 @@
 
 use anyhow::{bail, Result};
 
+use crate::sched::features::bit;
+use crate::sched::opts::DEFAULT_IMBALANCE_PCT;
+
 /// The kernel's SCHED_CAPACITY_SCALE (intf.h's SCHED_CAPACITY).
 pub const SCHED_CAPACITY_SCALE: u64 = crate::bpf_intf::sis_consts_SCHED_CAPACITY as u64;
-/// The LLC domain's imbalance_pct (intf.h).
-pub const DEFAULT_IMBALANCE_PCT: u64 = crate::bpf_intf::sis_consts_DEFAULT_IMBALANCE_PCT as u64;
 
 /// LLCs of at most this many CPUs get SIS_SMALL_LLC's boost.
 const SMALL_LLC_MAX_WEIGHT: u64 = 16;
@@ -102,20 +103,16 @@ pub struct DepthRules {
 impl DepthRules {
     /// The rules on in the feature word `feat`.
     pub fn of(feat: u64) -> Self {
-        let on = |bit: u32| feat & bit as u64 != 0;
         DepthRules {
-            small_llc: on(crate::bpf_intf::sis_feature_FEAT_SIS_SMALL_LLC),
-            fit: on(crate::bpf_intf::sis_feature_FEAT_SIS_FIT),
+            small_llc: feat & bit::SIS_SMALL_LLC != 0,
+            fit: feat & bit::SIS_FIT != 0,
         }
     }
 
     /// The feature bits of the rules on (`of`'s inverse).
     pub fn bits(self) -> u64 {
-        let bit = |on: bool, b: u32| if on { b as u64 } else { 0 };
-        bit(
-            self.small_llc,
-            crate::bpf_intf::sis_feature_FEAT_SIS_SMALL_LLC,
-        ) | bit(self.fit, crate::bpf_intf::sis_feature_FEAT_SIS_FIT)
+        let on = |on: bool, b: u64| if on { b } else { 0 };
+        on(self.small_llc, bit::SIS_SMALL_LLC) | on(self.fit, bit::SIS_FIT)
     }
 
     /// The depth the loader writes for an LLC of `llc_weight` CPUs at `sum_util`:
@@ -414,9 +411,7 @@ mod tests {
     /// SIS_FIT takes the LLC's calibrated depth where its bucket has one, else SIS_UTIL's.
     #[test]
     fn depth_rules_decode_their_bits_and_apply_them() {
-        use crate::bpf_intf as bi;
-        let small = bi::sis_feature_FEAT_SIS_SMALL_LLC as u64;
-        let fit = bi::sis_feature_FEAT_SIS_FIT as u64;
+        let (small, fit) = (bit::SIS_SMALL_LLC, bit::SIS_FIT);
         let none = DepthRules::default();
         assert_eq!(DepthRules::of(!(small | fit)), none);
         assert_eq!(

@@ -13,10 +13,12 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::bpf_intf as bi;
+use crate::sched::bpf_maps::run_with_ctx;
+use crate::sched::features::bit;
 use crate::sched::sis_fit::{Rec, BUCKETS};
 use crate::sched::topology::{copy_same_c_type, TopoDesc};
 use crate::testing::sis_test::skel::{types, SisTestSkel};
-use crate::testing::sis_test::{load_skel as load, F_SIS_PROP, F_SIS_UTIL, MAX_CPUS, WORDS};
+use crate::testing::sis_test::{load_skel as load, MAX_CPUS, WORDS};
 
 const EXACT: usize = bi::calib_consts_CALIB_EXACT as usize;
 const HIST: usize = bi::calib_consts_CALIB_HIST as usize;
@@ -107,14 +109,14 @@ fn run_topology(skel: &mut SisTestSkel<'_>, desc: &TopoDesc, seed: u64, n: usize
             1 => {
                 let nr = rng.gen_range(0..=weight);
                 Case {
-                    features: F_SIS_UTIL,
+                    features: bit::SIS_UTIL,
                     nr_idle_scan: nr,
                     depth: nr,
                 }
             }
             // wake_avg_idle 0: SIS_PROP's minimum, nr = 4, three CPUs probed
             _ => Case {
-                features: F_SIS_PROP,
+                features: bit::SIS_PROP,
                 nr_idle_scan: 0,
                 depth: 3,
             },
@@ -144,21 +146,8 @@ fn run_topology(skel: &mut SisTestSkel<'_>, desc: &TopoDesc, seed: u64, n: usize
             cpu: -2,
             ..Default::default()
         };
-        let bytes = unsafe {
-            std::slice::from_raw_parts_mut(
-                &mut args as *mut types::sis_test_args as *mut u8,
-                std::mem::size_of::<types::sis_test_args>(),
-            )
-        };
-        let ret = skel
-            .progs
-            .sis_test
-            .test_run(ProgramInput {
-                context_in: Some(bytes),
-                ..Default::default()
-            })
-            .expect("BPF_PROG_TEST_RUN")
-            .return_value;
+        // SAFETY: intf.h's struct sis_test_args, plain integers
+        let ret = unsafe { run_with_ctx(&skel.progs.sis_test, &mut args) }.unwrap();
         assert_eq!(ret, 0);
         skel.progs
             .calib_test_flush
@@ -224,19 +213,8 @@ fn run_topology(skel: &mut SisTestSkel<'_>, desc: &TopoDesc, seed: u64, n: usize
         allowed: words(&(0..MAX_CPUS).collect::<Vec<_>>()),
         ..Default::default()
     };
-    let bytes = unsafe {
-        std::slice::from_raw_parts_mut(
-            &mut args as *mut types::sis_test_args as *mut u8,
-            std::mem::size_of::<types::sis_test_args>(),
-        )
-    };
-    skel.progs
-        .sis_test
-        .test_run(ProgramInput {
-            context_in: Some(bytes),
-            ..Default::default()
-        })
-        .expect("BPF_PROG_TEST_RUN");
+    // SAFETY: intf.h's struct sis_test_args, plain integers
+    unsafe { run_with_ctx(&skel.progs.sis_test, &mut args) }.unwrap();
     skel.progs
         .calib_test_flush
         .test_run(ProgramInput::default())

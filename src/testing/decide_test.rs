@@ -13,15 +13,10 @@ use std::mem::MaybeUninit;
 use libbpf_rs::ProgramInput;
 
 use crate::bpf_intf as bi;
+use crate::sched::features::bit;
 use crate::sched::topology::{copy_same_c_type, CpuDesc, TopoDesc};
 use crate::testing::sis_test::{load_skel, skel::SisTestSkel, MAX_CPUS, WORDS};
 
-const F_SIS_CORE: u64 = bi::sis_feature_FEAT_SIS_CORE as u64;
-const F_TTWU_QUEUE_DESCHED: u64 = bi::sis_feature_FEAT_TTWU_QUEUE_DESCHED as u64;
-const F_NEWIDLE_SKIP_IPI: u64 = bi::sis_feature_FEAT_NEWIDLE_SKIP_IPI as u64;
-const F_KICK_SKIP_REDUNDANT: u64 = bi::sis_feature_FEAT_KICK_SKIP_REDUNDANT as u64;
-const F_KICK_WRAP_NEXT: u64 = bi::sis_feature_FEAT_KICK_WRAP_NEXT as u64;
-const F_WAKE_RESCUE: u64 = bi::sis_feature_FEAT_WAKE_RESCUE as u64;
 const HIT_TTWU_QUEUE_DESCHED: usize = bi::sis_stat_STAT_HIT_TTWU_QUEUE_DESCHED as usize;
 const HIT_KICK_SKIP_REDUNDANT: usize = bi::sis_stat_STAT_HIT_KICK_SKIP_REDUNDANT as usize;
 /// include/linux/sched.h
@@ -96,30 +91,44 @@ fn io<'a>(skel: &'a mut SisTestSkel<'_>) -> &'a mut crate::testing::sis_test::sk
     &mut skel.maps.bss_data.as_mut().expect("bss mmapped").dec_io
 }
 
+/// A decision's table of cases: for each `(inputs, want)`, dec_io's `out` is set to 99 (a
+/// program that writes nothing fails), `set` writes the inputs, `run` runs the decision's
+/// program and gives its output, which must be `want`; `what` names the inputs' fields.
+fn table<C: std::fmt::Debug + Copy, O: std::fmt::Debug + PartialEq>(
+    skel: &mut SisTestSkel<'_>,
+    what: &str,
+    cases: &[(C, O)],
+    set: impl Fn(&mut SisTestSkel<'_>, C),
+    run: impl Fn(&mut SisTestSkel<'_>) -> O,
+) {
+    for (case, want) in cases {
+        io(skel).out = 99;
+        set(skel, *case);
+        assert_eq!(&run(skel), want, "{what} {case:x?}");
+    }
+}
+
 /// select_task_rq_fair's `sync = (wake_flags & WF_SYNC) && !(current->flags & PF_EXITING)`.
 #[test]
 fn decide_wake_sync_ignores_an_exiting_waker() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
-    for (wf_sync, flags, want) in [
-        (1, 0, 1),
-        (1, PF_KTHREAD, 1),
-        (1, PF_EXITING, 0),
-        (1, PF_EXITING | PF_KTHREAD, 0),
-        (0, 0, 0),
-        (0, PF_EXITING, 0),
-    ] {
-        let d = io(&mut skel);
-        d.flag = wf_sync;
-        d.current_flags = flags;
-        d.out = 99;
-        run!(skel, test_wake_sync);
-        assert_eq!(
-            io(&mut skel).out,
-            want,
-            "WF_SYNC {wf_sync} flags {flags:#x}"
-        );
-    }
+    let cases = [
+        ((1, 0), 1),
+        ((1, PF_KTHREAD), 1),
+        ((1, PF_EXITING), 0),
+        ((1, PF_EXITING | PF_KTHREAD), 0),
+        ((0, 0), 0),
+        ((0, PF_EXITING), 0),
+    ];
+    let set = |skel: &mut SisTestSkel<'_>, (wf_sync, flags)| {
+        io(skel).flag = wf_sync;
+        io(skel).current_flags = flags;
+    };
+    table(&mut skel, "(WF_SYNC, current->flags)", &cases, set, |s| {
+        run!(s, test_wake_sync);
+        io(s).out
+    });
 }
 
 /// ttwu_queue_cond() with WF_ON_CPU: another CPU than the waker's, sharing its cache,
@@ -128,31 +137,34 @@ fn decide_wake_sync_ignores_an_exiting_waker() {
 fn decide_ttwu_queue_desched_condition() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
-    // (this_cpu, the wakee's cpu, allowed, nr_running there, queued?)
-    for (this, cpu, allowed, nr, want) in [
-        (0, 1, 1, 0, 1), // same LLC, other CPU, nothing running: queued
-        (0, 3, 1, 0, 1),
-        (0, 1, 1, 1, 0), // one task running there: not (the `<= 1` of the old form)
-        (0, 1, 1, 2, 0),
-        (0, 0, 1, 0, 0), // the waker's own CPU
-        (0, 4, 1, 0, 0), // another LLC (the older cross-LLC rule, not this patch)
-        (5, 4, 1, 0, 1),
-        (0, 1, 0, 0, 0), // not in p->cpus_ptr
-    ] {
-        skel.maps.bss_data.as_mut().unwrap().nr_running[cpu as usize] = nr;
-        let d = io(&mut skel);
-        d.this_cpu = this;
-        d.cpu = cpu;
-        d.flag = allowed;
-        d.out = 99;
-        run!(skel, test_ttwu_cond);
-        assert_eq!(
-            io(&mut skel).out,
-            want,
-            "this {this} cpu {cpu} allowed {allowed} nr_running {nr}"
-        );
-        skel.maps.bss_data.as_mut().unwrap().nr_running[cpu as usize] = 1;
-    }
+    // ((this_cpu, the wakee's cpu, allowed, nr_running there), queued?)
+    let cases = [
+        ((0, 1, 1, 0), 1), // same LLC, other CPU, nothing running: queued
+        ((0, 3, 1, 0), 1),
+        ((0, 1, 1, 1), 0), // one task running there: not (the `<= 1` of the old form)
+        ((0, 1, 1, 2), 0),
+        ((0, 0, 1, 0), 0), // the waker's own CPU
+        ((0, 4, 1, 0), 0), // another LLC (the older cross-LLC rule, not this patch)
+        ((5, 4, 1, 0), 1),
+        ((0, 1, 0, 0), 0), // not in p->cpus_ptr
+    ];
+    let set = |skel: &mut SisTestSkel<'_>, (this, cpu, allowed, nr)| {
+        let bss = skel.maps.bss_data.as_mut().unwrap();
+        bss.nr_running = [1; MAX_CPUS];
+        bss.nr_running[cpu as usize] = nr;
+        let d = io(skel);
+        (d.this_cpu, d.cpu, d.flag) = (this, cpu, allowed);
+    };
+    table(
+        &mut skel,
+        "(this, cpu, allowed, nr_running)",
+        &cases,
+        set,
+        |s| {
+            run!(s, test_ttwu_cond);
+            io(s).out
+        },
+    );
 }
 
 /// The condition as sched_waking evaluates it (ttwu_waking_cond(), called by wake.bpf.h's
@@ -164,32 +176,29 @@ fn decide_ttwu_queue_desched_condition() {
 fn decide_ttwu_waking_is_this_cpu_for_the_wakee_cpu() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
-    // (this CPU, its nr_running, the wakee's CPU, its nr_running, allowed, queued?)
-    for (this, this_nr, cpu, cpu_nr, allowed, want) in [
-        (0, 1, 1, 0, 1, 1), // the waker runs (nr 1), the wakee's CPU is empty: queued
-        (0, 0, 1, 1, 1, 0), // the wakee's CPU still runs a task: not
-        (2, 3, 3, 0, 1, 1),
-        (3, 0, 2, 2, 1, 0),
-        (0, 1, 1, 0, 0, 0), // not allowed there
-        (1, 1, 1, 0, 1, 0), // the wakee's CPU is this CPU
-        (0, 1, 5, 0, 1, 0), // another LLC
-    ] {
+    // ((this CPU, its nr_running, the wakee's CPU, its nr_running, allowed), queued?)
+    let cases = [
+        ((0, 1, 1, 0, 1), 1), // the waker runs (nr 1), the wakee's CPU is empty: queued
+        ((0, 0, 1, 1, 1), 0), // the wakee's CPU still runs a task: not
+        ((2, 3, 3, 0, 1), 1),
+        ((3, 0, 2, 2, 1), 0),
+        ((0, 1, 1, 0, 0), 0), // not allowed there
+        ((1, 1, 1, 0, 1), 0), // the wakee's CPU is this CPU
+        ((0, 1, 5, 0, 1), 0), // another LLC
+    ];
+    let set = |skel: &mut SisTestSkel<'_>, (this, this_nr, cpu, cpu_nr, allowed)| {
         let bss = skel.maps.bss_data.as_mut().unwrap();
         bss.nr_running = [1; MAX_CPUS];
         bss.nr_running[this as usize] = this_nr;
         bss.nr_running[cpu as usize] = cpu_nr;
-        let d = io(&mut skel);
-        d.this_cpu = this;
-        d.cpu = cpu;
-        d.flag = allowed;
-        d.out = 99;
-        run!(skel, test_ttwu_waking);
-        assert_eq!(
-            io(&mut skel).out,
-            want,
-            "this {this} (nr {this_nr}) wakee's cpu {cpu} (nr {cpu_nr}) allowed {allowed}"
-        );
-    }
+        let d = io(skel);
+        (d.this_cpu, d.cpu, d.flag) = (this, cpu, allowed);
+    };
+    let what = "(this, its nr_running, the wakee's cpu, its nr_running, allowed)";
+    table(&mut skel, what, &cases, set, |s| {
+        run!(s, test_ttwu_waking);
+        io(s).out
+    });
     skel.maps.bss_data.as_mut().unwrap().nr_running = [1; MAX_CPUS];
 }
 
@@ -294,7 +303,7 @@ fn decide_ttwu_queue_desched_hand_off() {
     };
     // prev (2) idle: taken, claimed, one hit, the hand-off consumed
     assert_eq!(
-        select(&mut skel, F_TTWU_QUEUE_DESCHED, 1, &[2, 3]),
+        select(&mut skel, bit::TTWU_QUEUE_DESCHED, 1, &[2, 3]),
         (2, 2, 1, 0, 1 << 3)
     );
     // the next select_cpu of this task, with no sched_waking in between: a normal wake-up
@@ -305,12 +314,12 @@ fn decide_ttwu_queue_desched_hand_off() {
     assert_eq!((io(&mut skel).out_cpu, io(&mut skel).desched), (-1, 0));
     // prev cannot be claimed: still prev, no search, but no hit
     assert_eq!(
-        select(&mut skel, F_TTWU_QUEUE_DESCHED, 1, &[3]),
+        select(&mut skel, bit::TTWU_QUEUE_DESCHED, 1, &[3]),
         (2, -1, 0, 0, 1 << 3)
     );
     // sched_waking did not see the condition, or the feature is off: the search runs
     assert_eq!(
-        select(&mut skel, F_TTWU_QUEUE_DESCHED, 0, &[2]),
+        select(&mut skel, bit::TTWU_QUEUE_DESCHED, 0, &[2]),
         (-1, -1, 0, 0, 1 << 2)
     );
     assert_eq!(select(&mut skel, 0, 1, &[2]).0, -1);
@@ -322,25 +331,27 @@ fn decide_ttwu_queue_desched_hand_off() {
 fn decide_newidle_skip_ipi() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
-    for (feat, idle_start, kicked, want) in [
-        (F_NEWIDLE_SKIP_IPI, 1000, 0, 1),
-        (F_NEWIDLE_SKIP_IPI, 1000, 1, 0), // asked to take work: it pulls
-        (F_NEWIDLE_SKIP_IPI, 0, 0, 0),    // was running a task: the balance runs
-        (0, 1000, 0, 0),
-    ] {
+    let cases = [
+        ((bit::NEWIDLE_SKIP_IPI, 1000, 0), 1),
+        ((bit::NEWIDLE_SKIP_IPI, 1000, 1), 0), // asked to take work: it pulls
+        ((bit::NEWIDLE_SKIP_IPI, 0, 0), 0),    // was running a task: the balance runs
+        ((0, 1000, 0), 0),
+    ];
+    let set = |skel: &mut SisTestSkel<'_>, (feat, idle_start, kicked)| {
         skel.maps.bss_data.as_mut().unwrap().cpu_ctxs[3].idle_start = idle_start;
-        let d = io(&mut skel);
-        d.feat = feat;
-        d.cpu = 3;
-        d.flag = kicked;
-        d.out = 99;
-        run!(skel, test_newidle);
-        assert_eq!(
-            io(&mut skel).out,
-            want,
-            "feat {feat:#x} idle_start {idle_start} kicked {kicked}"
-        );
-    }
+        let d = io(skel);
+        (d.feat, d.cpu, d.flag) = (feat, 3, kicked);
+    };
+    table(
+        &mut skel,
+        "(features, idle_start, kicked)",
+        &cases,
+        set,
+        |s| {
+            run!(s, test_newidle);
+            io(s).out
+        },
+    );
 }
 
 fn idle_update(skel: &mut SisTestSkel<'_>, feat: u64, cpu: i32, idle: bool, now: u64) {
@@ -417,17 +428,17 @@ fn decide_update_idle_core() {
         b.llc_ctxs[1].has_idle_cores = 0;
     }
     // CPU 1 goes idle, its sibling 0 is busy: no idle core
-    idle_update(&mut skel, F_SIS_CORE, 1, true, 1000);
+    idle_update(&mut skel, bit::SIS_CORE, 1, true, 1000);
     assert_eq!(hic(&skel), (0, 0));
     // CPU 2 idle, sibling 3 busy: still none
-    idle_update(&mut skel, F_SIS_CORE, 2, true, 1000);
+    idle_update(&mut skel, bit::SIS_CORE, 2, true, 1000);
     assert_eq!(hic(&skel), (0, 0));
     // without SIS_CORE the hint is not kept
     idle_update(&mut skel, 0, 0, true, 2000);
     assert_eq!(hic(&skel), (0, 0));
     idle_update(&mut skel, 0, 0, false, 3000);
     // CPU 0 idle with its sibling 1 idle: core {0,1} is idle, LLC 0 only
-    idle_update(&mut skel, F_SIS_CORE, 0, true, 4000);
+    idle_update(&mut skel, bit::SIS_CORE, 0, true, 4000);
     assert_eq!(hic(&skel), (1, 0));
 }
 
@@ -444,14 +455,17 @@ fn kick(skel: &mut SisTestSkel<'_>, feat: u64, llc: i32, this: i32, idle: &[usiz
     d.llc = llc;
     d.this_cpu = this;
     d.flag = 0;
-    d.out_cpu = -99;
-    run!(skel, test_kick);
+    let (cpu, probed, first) = walk(skel, |s| run!(s, test_kick));
+    Kick { cpu, probed, first }
+}
+
+/// A walk's outputs after `run` (dec_io's out_cpu set to -99 first): the CPU or LLC found
+/// (out_cpu), the places probed and the first one.
+fn walk(skel: &mut SisTestSkel<'_>, run: impl Fn(&mut SisTestSkel<'_>)) -> (i32, u32, u32) {
+    io(skel).out_cpu = -99;
+    run(skel);
     let d = io(skel);
-    Kick {
-        cpu: d.out_cpu,
-        probed: d.probed,
-        first: d.first,
-    }
+    (d.out_cpu, d.probed, d.first)
 }
 
 /// The enqueue's search for an idle CPU to kick (find_new_ilb()'s walk): the task's LLC
@@ -465,13 +479,13 @@ fn decide_kick_search() {
     let k = kick(&mut skel, 0, 0, 1, &[1, 3]);
     assert_eq!((k.cpu, k.probed, k.first), (1, 2, 0));
     // KICK_WRAP_NEXT: from this_cpu + 1 (this_cpu 1 is idle itself, in an interrupt)
-    let k = kick(&mut skel, F_KICK_WRAP_NEXT, 0, 1, &[1, 3]);
+    let k = kick(&mut skel, bit::KICK_WRAP_NEXT, 0, 1, &[1, 3]);
     assert_eq!((k.cpu, k.probed, k.first), (3, 2, 2));
     // ... wrapping past the LLC's end
-    let k = kick(&mut skel, F_KICK_WRAP_NEXT, 0, 2, &[0]);
+    let k = kick(&mut skel, bit::KICK_WRAP_NEXT, 0, 2, &[0]);
     assert_eq!((k.cpu, k.probed, k.first), (0, 2, 3));
     // this_cpu in another LLC: from the first CPU
-    let k = kick(&mut skel, F_KICK_WRAP_NEXT, 0, 5, &[1, 3]);
+    let k = kick(&mut skel, bit::KICK_WRAP_NEXT, 0, 5, &[1, 3]);
     assert_eq!((k.cpu, k.probed, k.first), (1, 2, 0));
     // nothing idle in the LLC (no walk), the next LLC's first idle allowed CPU
     let k = kick(&mut skel, 0, 0, 1, &[6, 7]);
@@ -483,7 +497,7 @@ fn decide_kick_search() {
     let k = kick(&mut skel, 0, 0, 1, &[6]);
     assert_eq!((k.cpu, k.probed), (-1, 0));
     io(&mut skel).allowed = words(&(0..8).collect::<Vec<_>>());
-    let k = kick(&mut skel, F_KICK_WRAP_NEXT, 1, 1, &[]);
+    let k = kick(&mut skel, bit::KICK_WRAP_NEXT, 1, 1, &[]);
     assert_eq!((k.cpu, k.probed), (-1, 0));
 }
 
@@ -494,29 +508,24 @@ fn decide_kick_search() {
 fn decide_kick_skip_redundant() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
-    for (feat, asked, want) in [
-        (F_KICK_SKIP_REDUNDANT, 1, 1),
-        (F_KICK_SKIP_REDUNDANT, 0, 0),
-        (F_KICK_SKIP_REDUNDANT | F_KICK_WRAP_NEXT, 1, 1),
-        (0, 1, 0),
-        (F_KICK_WRAP_NEXT, 1, 0),
-        (0, 0, 0),
-    ] {
+    // ((features, asked), (skipped, counted))
+    let cases = [
+        ((bit::KICK_SKIP_REDUNDANT, 1), (1, 1)),
+        ((bit::KICK_SKIP_REDUNDANT, 0), (0, 0)),
+        ((bit::KICK_SKIP_REDUNDANT | bit::KICK_WRAP_NEXT, 1), (1, 1)),
+        ((0, 1), (0, 0)),
+        ((bit::KICK_WRAP_NEXT, 1), (0, 0)),
+        ((0, 0), (0, 0)),
+    ];
+    let set = |skel: &mut SisTestSkel<'_>, (feat, asked)| {
         skel.maps.bss_data.as_mut().unwrap().synth_idle = words(&[2]);
-        let d = io(&mut skel);
-        d.feat = feat;
-        d.llc = 0;
-        d.this_cpu = 0;
-        d.flag = asked;
-        d.out = 99;
-        run!(skel, test_kick);
-        let d = io(&mut skel);
-        assert_eq!(
-            (d.out, d.cnt[HIT_KICK_SKIP_REDUNDANT]),
-            (want, want as u64),
-            "feat {feat:#x} asked {asked}"
-        );
-    }
+        let d = io(skel);
+        (d.feat, d.llc, d.this_cpu, d.flag) = (feat, 0, 0, asked);
+    };
+    table(&mut skel, "(features, asked)", &cases, set, |s| {
+        run!(s, test_kick);
+        (io(s).out, io(s).cnt[HIT_KICK_SKIP_REDUNDANT])
+    });
 }
 
 /// find_new_ilb()'s walk with no early-out: the task's LLC, then the others in steal order,
@@ -532,7 +541,7 @@ fn kick_full_walk(t: &bi::sis_topo, feat: u64, llc: usize, this: usize, ok: &[bo
         if !cpus.iter().any(|&c| ok[c as usize]) {
             continue;
         }
-        let first = if feat & F_KICK_WRAP_NEXT != 0 && t.cpu_llc[this] == l as i16 {
+        let first = if feat & bit::KICK_WRAP_NEXT != 0 && t.cpu_llc[this] == l as i16 {
             t.cpu_llc_pos[this] as usize + 1
         } else {
             0
@@ -608,7 +617,7 @@ fn decide_kick_search_matches_full_walk() {
             let this = present[rng.gen_range(0..present.len())];
             let llc = rng.gen_range(0..nr_llcs);
             let feat = if rng.gen_bool(0.5) {
-                F_KICK_WRAP_NEXT
+                bit::KICK_WRAP_NEXT
             } else {
                 0
             };
@@ -647,7 +656,7 @@ fn decide_kick_search_word_edges() {
         unsafe { copy_same_c_type(&*t, &mut bss.topo) };
     }
     io(&mut skel).allowed = words(&(0..256).collect::<Vec<_>>());
-    let w = F_KICK_WRAP_NEXT;
+    let w = bit::KICK_WRAP_NEXT;
     // (features, this_cpu, idle CPUs, the CPU found, CPUs passed)
     for (feat, this, idle, cpu, probed) in [
         // the start on a word's first bit (this_cpu 63: from 64): 64, not 63 behind it
@@ -687,27 +696,23 @@ fn decide_kick_search_word_edges() {
 fn decide_enqueue_rescue_only_with_its_feature() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
-    let others = bi::sis_feature_FEAT_ALL as u64 & !F_WAKE_RESCUE;
-    // (features, pinned, searches?)
-    for (feat, pinned, want) in [
-        (F_WAKE_RESCUE, 0, 1),
-        (F_WAKE_RESCUE | others, 0, 1),
-        (F_WAKE_RESCUE, 1, 0), // pinned / migration-disabled: its own CPU only
-        (0, 0, 0),             // the kernel: target only
-        (others, 0, 0),
-        (others, 1, 0),
-    ] {
-        let d = io(&mut skel);
-        d.feat = feat;
-        d.flag = pinned;
-        d.out = 99;
-        run!(skel, test_enqueue_rescue);
-        assert_eq!(
-            io(&mut skel).out,
-            want,
-            "features {feat:#x} pinned {pinned}"
-        );
-    }
+    let others = bit::ALL & !bit::WAKE_RESCUE;
+    // ((features, pinned), searches?)
+    let cases = [
+        ((bit::WAKE_RESCUE, 0), 1),
+        ((bit::WAKE_RESCUE | others, 0), 1),
+        ((bit::WAKE_RESCUE, 1), 0), // pinned / migration-disabled: its own CPU only
+        ((0, 0), 0),                // the kernel: target only
+        ((others, 0), 0),
+        ((others, 1), 0),
+    ];
+    let set = |skel: &mut SisTestSkel<'_>, (feat, pinned)| {
+        (io(skel).feat, io(skel).flag) = (feat, pinned);
+    };
+    table(&mut skel, "(features, pinned)", &cases, set, |s| {
+        run!(s, test_enqueue_rescue);
+        io(s).out
+    });
 }
 
 /// nohz_balancer_kick()'s `rq->nr_running >= 2` on a busy CPU's tick: tasks waiting in
@@ -717,28 +722,24 @@ fn decide_enqueue_rescue_only_with_its_feature() {
 fn decide_tick_kicks_when_work_waits() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
-    let others = bi::sis_feature_FEAT_ALL as u64 & !F_WAKE_RESCUE;
-    // (features, tasks queued, kicks?)
-    for (feat, queued, want) in [
-        (0, 0, 0),
-        (0, 1, 1),
-        (0, 2, 1),
-        (others, 1, 1),
-        (others, 0, 0),
-        (F_WAKE_RESCUE, 1, 0),
-        (F_WAKE_RESCUE | others, 5, 0),
-    ] {
-        let d = io(&mut skel);
-        d.feat = feat;
-        d.flag = queued;
-        d.out = 99;
-        run!(skel, test_tick_kicks);
-        assert_eq!(
-            io(&mut skel).out,
-            want,
-            "features {feat:#x} queued {queued}"
-        );
-    }
+    let others = bit::ALL & !bit::WAKE_RESCUE;
+    // ((features, tasks queued), kicks?)
+    let cases = [
+        ((0, 0), 0),
+        ((0, 1), 1),
+        ((0, 2), 1),
+        ((others, 1), 1),
+        ((others, 0), 0),
+        ((bit::WAKE_RESCUE, 1), 0),
+        ((bit::WAKE_RESCUE | others, 5), 0),
+    ];
+    let set = |skel: &mut SisTestSkel<'_>, (feat, queued)| {
+        (io(skel).feat, io(skel).flag) = (feat, queued);
+    };
+    table(&mut skel, "(features, queued)", &cases, set, |s| {
+        run!(s, test_tick_kicks);
+        io(s).out
+    });
 }
 
 /// A machine of `nr_llcs` LLCs of one or two CPUs each, on two nodes (for the steal order).
@@ -781,14 +782,8 @@ fn steal(
     }
     bss.steal_uncounted = uncounted as u32;
     io(skel).llc = llc as i32;
-    io(skel).out_cpu = -99;
-    run!(skel, test_steal);
-    let d = io(skel);
-    Steal {
-        llc: d.out_cpu,
-        tried: d.probed,
-        walked: d.first,
-    }
+    let (llc, tried, walked) = walk(skel, |s| run!(s, test_steal));
+    Steal { llc, tried, walked }
 }
 
 /// The steal's summary (steal.bpf.h) picks the LLC the plain walk picks (every other LLC
@@ -942,7 +937,6 @@ fn decide_steal_queued_counts() {
     assert_eq!(skel.maps.bss_data.as_ref().unwrap().steal_uncounted, 1);
 }
 
-const F_LLC_SHARDS: u64 = bi::sis_feature_FEAT_LLC_SHARDS as u64;
 const MAX_LLC_SHARDS: usize = bi::sis_consts_MAX_LLC_SHARDS as usize;
 
 struct Shard {
@@ -1041,7 +1035,7 @@ fn decide_llc_shards_geometry() {
         }
     });
     for cpu in 0..20 {
-        let s = shard(&mut skel, 8, F_LLC_SHARDS, cpu, 0);
+        let s = shard(&mut skel, 8, bit::LLC_SHARDS, cpu, 0);
         assert_eq!((s.own, s.nr, s.k), (cpu as i32 / 8, 3, 8), "cpu {cpu}");
         let off = shard(&mut skel, 8, 0, cpu, 0);
         assert_eq!(off.own, 0, "cpu {cpu} without the feature");
@@ -1053,14 +1047,14 @@ fn decide_llc_shards_geometry() {
         );
     }
     for cpu in 20..24 {
-        let s = shard(&mut skel, 8, F_LLC_SHARDS, cpu, 1);
+        let s = shard(&mut skel, 8, bit::LLC_SHARDS, cpu, 1);
         assert_eq!((s.own, s.nr), (0, 1), "cpu {cpu}");
     }
-    let s = shard(&mut skel, 1, F_LLC_SHARDS, 63, 2);
+    let s = shard(&mut skel, 1, bit::LLC_SHARDS, 63, 2);
     assert_eq!((s.own, s.nr, s.k), (13, 14, 3));
     let mut seen = std::collections::HashSet::new();
     for (llc, cpu) in [(0, 0), (1, 20), (2, 24)] {
-        let s = shard(&mut skel, 1, F_LLC_SHARDS, cpu, llc);
+        let s = shard(&mut skel, 1, bit::LLC_SHARDS, cpu, llc);
         assert!(s.nr as usize <= MAX_LLC_SHARDS);
         assert_eq!(s.ids[0], llc as u64, "shard 0 is LLC {llc}'s DSQ");
         for &id in &s.ids[1..] {
@@ -1081,7 +1075,7 @@ fn decide_llc_shards_rotation() {
     set_topo(&mut skel, 40, |_| 0);
     for k in [4, 8, 13] {
         for cpu in 0..40 {
-            let s = shard(&mut skel, k, F_LLC_SHARDS, cpu, 0);
+            let s = shard(&mut skel, k, bit::LLC_SHARDS, cpu, 0);
             let nr = 40u32.div_ceil(k);
             assert_eq!(s.nr, nr);
             let want: Vec<u32> = (0..nr).map(|j| (cpu as u32 / k + j) % nr).collect();
@@ -1100,7 +1094,7 @@ fn decide_llc_shards_move() {
     let mut skel = machine(&mut obj);
     set_topo(&mut skel, 40, |_| 0);
     let run = |skel: &mut SisTestSkel<'_>, used, tasks: &[(usize, u32)]| {
-        let s = shard_with(skel, 8, F_LLC_SHARDS, 17, 0, used, tasks);
+        let s = shard_with(skel, 8, bit::LLC_SHARDS, 17, 0, used, tasks);
         assert_eq!((s.own, s.nr), (2, 5));
         (s.moved, s.order, s.left)
     };
@@ -1131,7 +1125,7 @@ fn decide_steal_shards_from_zero() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
     set_topo(&mut skel, 40, |id| id / 20);
-    let ids = shard(&mut skel, 8, F_LLC_SHARDS, 39, 1).ids;
+    let ids = shard(&mut skel, 8, bit::LLC_SHARDS, 39, 1).ids;
     assert_eq!(ids.len(), 3);
     let run = |skel: &mut SisTestSkel<'_>, used: bool, tasks: [u32; 3]| {
         let bss = skel.maps.bss_data.as_mut().expect("bss mmapped");

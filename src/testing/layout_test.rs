@@ -396,3 +396,134 @@ fn the_feature_bit_scan_sees_raw_tests() {
     assert!(r("/*\n * feat & FEAT_X\n */").is_empty());
     assert!(r("u64 SIS_FEAT_X = 1;").is_empty());
 }
+
+/// What `scan` finds in the text of each of `files`, each line led by the file's path.
+fn findings(files: &[PathBuf], scan: impl Fn(&str) -> Vec<String>) -> Vec<String> {
+    let mut out = vec![];
+    for f in files {
+        let path = f.strip_prefix(root()).unwrap().display().to_string();
+        let text = std::fs::read_to_string(f).unwrap();
+        out.extend(scan(&text).into_iter().map(|l| format!("{path}: {l}")));
+    }
+    out
+}
+
+/// The functions of Rust `text` (rustfmt's layout: a function ends at the first `}` at the
+/// indentation of its `fn` line) longer than `max` lines with no reason: no comment line
+/// `// long: WHY` (or `/// long: WHY`) among the comment and attribute lines above it.
+/// Each as `NAME (N lines, line L)`.
+fn long_functions(text: &str, max: usize) -> Vec<String> {
+    let fn_line =
+        regex::Regex::new(r"^(\s*)(pub(\([a-z]+\))? )?(const )?(unsafe )?fn (\w+)").expect("regex");
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = vec![];
+    for (i, l) in lines.iter().enumerate() {
+        let Some(m) = fn_line.captures(l) else {
+            continue;
+        };
+        let indent = &m[1];
+        let end = lines[i..]
+            .iter()
+            .position(|e| e.starts_with(indent) && e[indent.len()..].starts_with('}'))
+            .map_or(lines.len() - 1, |k| i + k);
+        let n = end - i + 1;
+        if n <= max {
+            continue;
+        }
+        let above = lines[..i]
+            .iter()
+            .rev()
+            .map(|a| a.trim())
+            .take_while(|a| a.starts_with("//") || a.starts_with("#["));
+        let reason = above
+            .map(|a| a.trim_start_matches('/').trim())
+            .any(|a| a.starts_with("long:") && a.len() > "long:".len());
+        if !reason {
+            out.push(format!("{} ({n} lines, line {})", &m[6], i + 1));
+        }
+    }
+    out
+}
+
+/// A shipped tool's steps are named functions: none longer than 80 lines unless a
+/// `// long:` comment above it says why.
+#[test]
+fn no_tool_function_over_80_lines_without_a_reason() {
+    let tools = files(&root().join("src/tools"), ".rs");
+    assert!(tools.len() >= 8, "{tools:?}");
+    let bad = findings(&tools, |text| long_functions(text, 80));
+    assert!(
+        bad.is_empty(),
+        "functions over 80 lines in src/tools without a `// long:` reason:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// The mutation check of the length scan: 81 lines are seen, 80 are not, nor 81 with a
+/// reason; a nested function ends at its own brace.
+#[test]
+fn the_length_scan_sees_long_functions() {
+    let body = |n: usize| "    x();\n".repeat(n);
+    let f = |head: &str, n: usize| format!("{head}fn f() {{\n{}}}\n", body(n - 2));
+    assert_eq!(long_functions(&f("", 81), 80), ["f (81 lines, line 1)"]);
+    assert!(long_functions(&f("", 80), 80).is_empty());
+    assert!(long_functions(&f("/// Doc.\n// long: one table\n#[test]\n", 81), 80).is_empty());
+    assert_eq!(long_functions(&f("// long:\n", 81), 80).len(), 1);
+    let nested = format!(
+        "mod m {{\n    pub fn g() {{\n    }}\n{}}}\n",
+        "    const X: u8 = 0;\n".repeat(90)
+    );
+    assert!(long_functions(&nested, 80).is_empty());
+}
+
+/// The feature bits in Rust `code` spelled another way than `features::bit::NAME`: intf.h's
+/// bindgen constant (`sis_feature_FEAT_X`: features.rs alone derives the bits from it), or a
+/// number where a feature word is set, combined or compared (`feat = 0x10`,
+/// `features: 1 << 8`, `feat_word & 4`, `.bit, 256`).
+fn raw_feature_bits(code: &str) -> Vec<String> {
+    let number = r"(0x[0-9a-fA-F_]+|[1-9][0-9_]*|1\s*<<\s*[0-9]+)\b";
+    let word = regex::Regex::new(&format!(
+        r"(\b\w*feat\w*\s*(=|:|\|=|\||&|&=|==|!=)|\.bit\s*(==|!=|,))\s*!?\(?{number}"
+    ))
+    .expect("regex");
+    code.lines()
+        .filter(|l| l.contains("sis_feature_FEAT_") || word.is_match(l))
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+/// One idiom for a feature bit in Rust: `features::bit::NAME`, generated from intf.h's enum
+/// through bindgen; never its number, nor the bindgen constant outside features.rs.
+#[test]
+fn every_rust_feature_bit_is_named_through_features_bit() {
+    let src = root().join("src");
+    let mut rs = files(&src, ".rs");
+    for room in ["sched", "tools", "testing"] {
+        rs.extend(files(&src.join(room), ".rs"));
+    }
+    // this file's strings are the scan's test data; features.rs derives the bits
+    let skip = ["testing/layout_test.rs", "sched/features.rs"];
+    rs.retain(|f| !skip.iter().any(|s| f.ends_with(s)));
+    assert!(rs.len() >= 20, "{rs:?}");
+    let bad = findings(&rs, |text| raw_feature_bits(&rust_code(text)));
+    assert!(
+        bad.is_empty(),
+        "a feature bit spelled as a number or a bindgen constant (use features::bit::NAME):\n{}",
+        bad.join("\n")
+    );
+}
+
+/// The mutation check of the feature-bit scan.
+#[test]
+fn the_feature_bit_number_scan_sees_numbers() {
+    let r = |t: &str| raw_feature_bits(&rust_code(t));
+    assert_eq!(r("        d.feat = 0x10;").len(), 1);
+    assert_eq!(r("features: 256,").len(), 1);
+    assert_eq!(r("let w = feat_word | 1 << 8;").len(), 1);
+    assert_eq!(r("assert_eq!(FEATURES[4].bit, 256);").len(), 1);
+    assert_eq!(r("let b = bi::sis_feature_FEAT_SIS_UTIL as u64;").len(), 1);
+    assert!(r("d.feat = bit::SIS_UTIL | bit::SIS_CORE;").is_empty());
+    assert!(r("d.feat = 0; let features = preset(p);").is_empty());
+    assert!(r("// feat = 0x10").is_empty());
+    assert!(r("let words = 4;").is_empty());
+}

@@ -40,6 +40,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::bpf_intf as bi;
+use crate::sched::features::bit;
 use crate::sched::topology::TopoDesc;
 
 pub const STAT_NR: usize = bi::sis_stat_STAT_NR as usize;
@@ -174,6 +175,49 @@ pub struct Wakeup {
     pub avg_scan_cost: u64,
 }
 
+impl Wakeup {
+    /// A neutral wake-up of task `id` (the waker's last wakee already): no sync, no
+    /// recent CPU, no flips, no load, HZ 250 at jiffy 1000, imbalance_pct 117; no runqueue,
+    /// LLC or SIS_PROP state (the caller adds what its case needs).
+    pub fn neutral(
+        features: u64,
+        (this_cpu, prev): (usize, usize),
+        id: i32,
+        idle: Cpumask,
+        allowed: Cpumask,
+    ) -> Wakeup {
+        Wakeup {
+            features,
+            this_cpu,
+            prev,
+            sync: false,
+            recent: -1,
+            wakee_id: id,
+            pcpu_kthread: false,
+            waker: Flips {
+                last_wakee: id,
+                wakee_flips: 0,
+                wakee_flip_decay_ts: 1000,
+            },
+            wakee_flips: 0,
+            hz: 250,
+            jiffies: 1000,
+            waker_load: 0,
+            wakee_load: 0,
+            imbalance_pct: 117,
+            idle,
+            allowed,
+            nr_running: BTreeMap::new(),
+            load: BTreeMap::new(),
+            nr_idle_scan: BTreeMap::new(),
+            has_idle_cores: BTreeMap::new(),
+            wake_avg_idle: 0,
+            wake_stamp: 1000,
+            avg_scan_cost: 0,
+        }
+    }
+}
+
 /// What the wake-up did to the state, and the CPU it chose.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
@@ -207,8 +251,8 @@ struct Rq<'a> {
 }
 
 impl Rq<'_> {
-    fn feat(&self, f: u32) -> bool {
-        self.w.features & f as u64 != 0
+    fn feat(&self, f: u64) -> bool {
+        self.w.features & f != 0
     }
     fn event(&mut self, stat: u32) {
         *self.ev.entry(stat).or_default() += 1;
@@ -267,7 +311,7 @@ impl Rq<'_> {
         if sync && self.nr_running(this_cpu) == 1 {
             return this_cpu;
         }
-        if self.feat(bi::sis_feature_FEAT_WA_IDLE_PREV) && self.available_idle_cpu(prev) {
+        if self.feat(bit::WA_IDLE_PREV) && self.available_idle_cpu(prev) {
             self.event(bi::sis_stat_STAT_HIT_WA_IDLE_PREV);
             return prev;
         }
@@ -312,7 +356,7 @@ impl Rq<'_> {
     /// wake_affine(sd, p, this_cpu, prev_cpu, sync)
     fn wake_affine(&mut self, this_cpu: usize, prev: usize, sync: bool) -> usize {
         let mut target = self.wake_affine_idle(this_cpu, prev, sync);
-        if self.feat(bi::sis_feature_FEAT_WA_WEIGHT) && target == NR_CPUMASK_BITS {
+        if self.feat(bit::WA_WEIGHT) && target == NR_CPUMASK_BITS {
             target = self.wake_affine_weight(this_cpu, prev, sync);
             if target == this_cpu {
                 self.event(bi::sis_stat_STAT_HIT_WA_WEIGHT);
@@ -402,7 +446,7 @@ impl Rq<'_> {
             self.event(bi::sis_stat_STAT_CORE_SEARCH);
         }
 
-        if self.feat(bi::sis_feature_FEAT_SIS_PROP) && !has_idle_core {
+        if self.feat(bit::SIS_PROP) && !has_idle_core {
             let now = self.w.jiffies;
             // this_sd = sd_llc of this CPU
             self.llc(self.w.this_cpu)?;
@@ -423,7 +467,7 @@ impl Rq<'_> {
             by_prop = true;
         }
 
-        if self.feat(bi::sis_feature_FEAT_SIS_UTIL) {
+        if self.feat(bit::SIS_UTIL) {
             let l = self.llc(target).expect("target has an LLC");
             nr = self.w.nr_idle_scan.get(&l).copied().unwrap_or(0) as i64 + 1;
             by_prop = false;
@@ -523,7 +567,7 @@ impl Rq<'_> {
         self.event(bi::sis_stat_STAT_DOMAIN_SEARCH);
 
         let mut has_idle_core = false;
-        if self.m.smt_active && self.feat(bi::sis_feature_FEAT_SIS_CORE) {
+        if self.m.smt_active && self.feat(bit::SIS_CORE) {
             has_idle_core = self.test_idle_cores(target);
             if !has_idle_core && self.m.share_cache(prev as i64, target as i64) {
                 if let Some(i) = self.select_idle_smt(target, prev) {
@@ -606,35 +650,13 @@ mod tests {
     use super::*;
 
     pub fn wake(m: &Machine, this_cpu: usize, prev: usize, idle: &[usize]) -> Wakeup {
-        Wakeup {
-            features: (bi::sis_feature_FEAT_SIS_CORE | bi::sis_feature_FEAT_WA_IDLE_PREV) as u64,
-            this_cpu,
-            prev,
-            sync: false,
-            recent: -1,
-            wakee_id: 100,
-            pcpu_kthread: false,
-            waker: Flips {
-                last_wakee: 100,
-                wakee_flips: 0,
-                wakee_flip_decay_ts: 1000,
-            },
-            wakee_flips: 0,
-            hz: 250,
-            jiffies: 1000,
-            waker_load: 0,
-            wakee_load: 0,
-            imbalance_pct: 117,
-            idle: idle.iter().copied().collect(),
-            allowed: m.cpus().collect(),
-            nr_running: BTreeMap::new(),
-            load: BTreeMap::new(),
-            nr_idle_scan: BTreeMap::new(),
-            has_idle_cores: BTreeMap::new(),
-            wake_avg_idle: 0,
-            wake_stamp: 1000,
-            avg_scan_cost: 0,
-        }
+        Wakeup::neutral(
+            bit::SIS_CORE | bit::WA_IDLE_PREV,
+            (this_cpu, prev),
+            100,
+            idle.iter().copied().collect(),
+            m.cpus().collect(),
+        )
     }
 
     fn c(o: &Outcome, stat: u32) -> u64 {
@@ -648,7 +670,7 @@ mod tests {
         // avg_cost 1000 + 1: 8000 > 4004 -> nr = 7: 6 CPUs probed at most.
         let m = Machine::new(&TopoDesc::synthetic(1, 8, 1, 1));
         let mut w = wake(&m, 2, 2, &[]);
-        w.features = bi::sis_feature_FEAT_SIS_PROP as u64;
+        w.features = bit::SIS_PROP;
         w.wake_avg_idle = 8000;
         w.wake_stamp = 997;
         w.avg_scan_cost = 1000;
@@ -691,7 +713,7 @@ mod tests {
         // (siblings: prev) and 100*108 = 10800 (not: this).
         let m = Machine::new(&TopoDesc::synthetic(1, 2, 2, 1));
         let mut w = wake(&m, 0, 1, &[]);
-        w.features |= bi::sis_feature_FEAT_WA_WEIGHT as u64;
+        w.features |= bit::WA_WEIGHT;
         w.load = [(0, 106), (1, 100), (2, 100)].into_iter().collect();
         w.nr_running = [(0, 2)].into_iter().collect();
         let o = select_task_rq_fair(&m, &w, false);

@@ -20,6 +20,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::bpf_intf as bi;
+use crate::sched::bpf_maps::run_with_ctx;
+use crate::sched::features::bit;
 use crate::sched::topology::{copy_same_c_type, CpuDesc, TopoDesc};
 use crate::testing::sis_model::{
     self, stat_name, Cpumask, Flips, Machine, Outcome, Wakeup, STAT_NR,
@@ -34,26 +36,21 @@ use skel::{types, SisTestSkel, SisTestSkelBuilder};
 pub(crate) const MAX_CPUS: usize = bi::sis_consts_MAX_CPUS as usize;
 pub(crate) const WORDS: usize = MAX_CPUS / 64;
 
-pub(crate) const F_SIS_UTIL: u64 = bi::sis_feature_FEAT_SIS_UTIL as u64;
-pub(crate) const F_SIS_PROP: u64 = bi::sis_feature_FEAT_SIS_PROP as u64;
-const F_SIS_CORE: u64 = bi::sis_feature_FEAT_SIS_CORE as u64;
-const F_WA_IDLE_PREV: u64 = bi::sis_feature_FEAT_WA_IDLE_PREV as u64;
-const F_WA_WEIGHT: u64 = bi::sis_feature_FEAT_WA_WEIGHT as u64;
 /// the scheduler's default feature set (--preset patched)
 const PATCHED: u64 = bi::sis_preset_PRESET_PATCHED as u64;
 
 /// The feature sets of the random comparison: each gets its own states.
 const FEATURE_SETS: [(&str, u64); 6] = [
     ("none", 0),
-    ("SIS_UTIL", F_SIS_UTIL),
-    ("SIS_PROP", F_SIS_PROP),
+    ("SIS_UTIL", bit::SIS_UTIL),
+    ("SIS_PROP", bit::SIS_PROP),
     (
         "SIS_PROP SIS_CORE WA_IDLE_PREV",
-        F_SIS_PROP | F_SIS_CORE | F_WA_IDLE_PREV,
+        bit::SIS_PROP | bit::SIS_CORE | bit::WA_IDLE_PREV,
     ),
     (
         "SIS_UTIL SIS_PROP SIS_CORE WA_WEIGHT",
-        F_SIS_UTIL | F_SIS_PROP | F_SIS_CORE | F_WA_WEIGHT,
+        bit::SIS_UTIL | bit::SIS_PROP | bit::SIS_CORE | bit::WA_WEIGHT,
     ),
     ("patched", PATCHED),
 ];
@@ -86,24 +83,8 @@ fn run_bpf(bpf: &mut Bpf, m: &Machine, llc_ids: &[usize], w: &Wakeup) -> Outcome
         cnt: [u64::MAX; STAT_NR],
         ..Default::default()
     };
-    // SAFETY: plain-integer repr(C) struct, viewed as bytes for the call
-    let bytes = unsafe {
-        std::slice::from_raw_parts_mut(
-            &mut args as *mut types::sis_test_args as *mut u8,
-            std::mem::size_of::<types::sis_test_args>(),
-        )
-    };
-    let input = ProgramInput {
-        context_in: Some(bytes),
-        ..Default::default()
-    };
-    let ret = bpf
-        .skel
-        .progs
-        .sis_test
-        .test_run(input)
-        .expect("BPF_PROG_TEST_RUN")
-        .return_value;
+    // SAFETY: intf.h's struct sis_test_args, plain integers
+    let ret = unsafe { run_with_ctx(&bpf.skel.progs.sis_test, &mut args) }.unwrap();
     assert_eq!(ret, 0);
     assert!(
         args.cpu != -2 && args.recent_out != i32::MIN,
@@ -525,7 +506,7 @@ fn convention_errors(o: &Outcome, w: &Wakeup) -> Vec<String> {
     }
     // depth bookkeeping: a SIS_PROP hit only with SIS_PROP on and SIS_UTIL off
     if c(bi::sis_stat_STAT_HIT_SIS_PROP) > 0
-        && (w.features & F_SIS_UTIL != 0 || w.features & F_SIS_PROP == 0)
+        && (w.features & bit::SIS_UTIL != 0 || w.features & bit::SIS_PROP == 0)
     {
         e.push("SIS_PROP hit while SIS_UTIL decides the depth".into());
     }
@@ -681,7 +662,7 @@ struct Case {
     w: Wakeup,
     cpu: usize,
     recent: i32,
-    counters: &'static [(u32, u64)],
+    counters: Vec<(u32, u64)>,
     /// (wake_avg_idle, wake_stamp, avg_scan_cost) afterwards
     prop: Option<(u64, u64, u64)>,
     waker: Option<Flips>,
@@ -694,26 +675,7 @@ fn base(desc: &TopoDesc, features: u64, this: usize, prev: usize, idle: &[usize]
     let m = Machine::new(desc);
     let idle: Cpumask = idle.iter().copied().collect();
     Wakeup {
-        features,
-        this_cpu: this,
-        prev,
-        sync: false,
-        recent: -1,
-        wakee_id: 1,
-        pcpu_kthread: false,
-        waker: Flips {
-            last_wakee: 1,
-            wakee_flips: 0,
-            wakee_flip_decay_ts: 1000,
-        },
-        wakee_flips: 0,
-        hz: 250,
-        jiffies: 1000,
-        waker_load: 0,
-        wakee_load: 0,
-        imbalance_pct: 117,
         nr_running: m.cpus().map(|c| (c, (!idle.contains(&c)) as u32)).collect(),
-        load: BTreeMap::new(),
         nr_idle_scan: m
             .cpus()
             .map(|c| {
@@ -724,11 +686,7 @@ fn base(desc: &TopoDesc, features: u64, this: usize, prev: usize, idle: &[usize]
             })
             .collect(),
         has_idle_cores: m.cpus().map(|c| (m.llc_id_of(c).unwrap(), false)).collect(),
-        idle,
-        allowed: (0..MAX_CPUS).collect(),
-        wake_avg_idle: 0,
-        wake_stamp: 1000,
-        avg_scan_cost: 0,
+        ..Wakeup::neutral(features, (this, prev), 1, idle, (0..MAX_CPUS).collect())
     }
 }
 
@@ -743,6 +701,26 @@ use bi::{
     sis_stat_STAT_SEARCH as SEARCH, sis_stat_STAT_SMT as SMT, sis_stat_STAT_WAKE_AFFINE as AFFINE,
 };
 
+/// A hand case's counters when target is busy and the LLC scan probes `n` CPUs: one
+/// search, target's probe and the `n` (SCANNED), one domain search of `n`; then `more`.
+fn scan(n: u64, more: &[(u32, u64)]) -> Vec<(u32, u64)> {
+    let mut c = vec![
+        (SEARCH, 1),
+        (SCANNED, n + 1),
+        (DOM_SEARCH, 1),
+        (DOM_SCANNED, n),
+    ];
+    c.extend_from_slice(more);
+    c
+}
+
+/// ... when the fast path takes target: one search, one CPU scanned, FAST; then `more`.
+fn fast(more: &[(u32, u64)]) -> Vec<(u32, u64)> {
+    let mut c = vec![(SEARCH, 1), (SCANNED, 1), (FAST, 1)];
+    c.extend_from_slice(more);
+    c
+}
+
 fn hand_cases() -> Vec<Case> {
     let flat8 = || TopoDesc::synthetic(1, 8, 1, 1); // CPUs 0-7, one LLC
     let two_llc = || TopoDesc::synthetic(2, 2, 2, 1); // {0,1}{2,3} | {4,5}{6,7}
@@ -752,7 +730,7 @@ fn hand_cases() -> Vec<Case> {
         f(&mut w);
         w
     };
-    let no_core = PATCHED & !F_SIS_CORE;
+    let no_core = PATCHED & !bit::SIS_CORE;
     let case = |what, desc: TopoDesc, w: Wakeup, cpu, recent, counters| Case {
         what,
         desc,
@@ -772,7 +750,7 @@ fn hand_cases() -> Vec<Case> {
             base(&flat8(), PATCHED, 2, 2, &[0, 6]),
             6,
             2,
-            &[(SEARCH, 1), (SCANNED, 5), (DOM_SEARCH, 1), (DOM_SCANNED, 4)],
+            scan(4, &[]),
         ),
         // nr_idle_scan 3: nr = 4: 3 (nr 3), 4 (2), 5 (1) probed, at 6 !--nr.
         case(
@@ -783,15 +761,7 @@ fn hand_cases() -> Vec<Case> {
             }),
             2,
             2,
-            &[
-                (SEARCH, 1),
-                (SCANNED, 4),
-                (DOM_SEARCH, 1),
-                (DOM_SCANNED, 3),
-                (DEPTH_LIMITED, 1),
-                (HIT_UTIL, 1),
-                (FAILED, 1),
-            ],
+            scan(3, &[(DEPTH_LIMITED, 1), (HIT_UTIL, 1), (FAILED, 1)]),
         ),
         case(
             "SIS_UTIL depth 0: no scan",
@@ -801,14 +771,7 @@ fn hand_cases() -> Vec<Case> {
             }),
             2,
             2,
-            &[
-                (SEARCH, 1),
-                (SCANNED, 1),
-                (DOM_SEARCH, 1),
-                (SKIPPED, 1),
-                (HIT_UTIL, 1),
-                (FAILED, 1),
-            ],
+            scan(0, &[(SKIPPED, 1), (HIT_UTIL, 1), (FAILED, 1)]),
         ),
         // from 7: 7, 0, 1 probed (1 idle).
         case(
@@ -817,7 +780,7 @@ fn hand_cases() -> Vec<Case> {
             base(&flat8(), PATCHED, 6, 6, &[1]),
             1,
             6,
-            &[(SEARCH, 1), (SCANNED, 4), (DOM_SEARCH, 1), (DOM_SCANNED, 3)],
+            scan(3, &[]),
         ),
         case(
             "nothing idle: 8 CPUs scanned, target probed again last",
@@ -825,13 +788,7 @@ fn hand_cases() -> Vec<Case> {
             base(&flat8(), PATCHED, 2, 2, &[]),
             2,
             2,
-            &[
-                (SEARCH, 1),
-                (SCANNED, 9),
-                (DOM_SEARCH, 1),
-                (DOM_SCANNED, 8),
-                (FAILED, 1),
-            ],
+            scan(8, &[(FAILED, 1)]),
         ),
         // hint set: core {0,1} 2 probes; {2,3}: 2 busy, 3 = fallback (2);
         // {4,5}: 4 busy, fallback known -> break (1); {6,7} idle (2). 7.
@@ -843,14 +800,7 @@ fn hand_cases() -> Vec<Case> {
             }),
             6,
             0,
-            &[
-                (SEARCH, 1),
-                (SCANNED, 8),
-                (DOM_SEARCH, 1),
-                (DOM_SCANNED, 7),
-                (CORE_SEARCH, 1),
-                (HIT_CORE, 1),
-            ],
+            scan(7, &[(CORE_SEARCH, 1), (HIT_CORE, 1)]),
         ),
         // {0,1}: 2; {2,3}: 2 (3 fallback); {4,5}: 1; {6,7}: 6 busy (1). 6
         // probes; no idle core: hint cleared, fallback 3 taken.
@@ -862,14 +812,7 @@ fn hand_cases() -> Vec<Case> {
             }),
             3,
             0,
-            &[
-                (SEARCH, 1),
-                (SCANNED, 7),
-                (DOM_SEARCH, 1),
-                (DOM_SCANNED, 6),
-                (CORE_SEARCH, 1),
-                (CORE_FAILED, 1),
-            ],
+            scan(6, &[(CORE_SEARCH, 1), (CORE_FAILED, 1)]),
         ),
         // select_idle_smt(prev 2): the loop over {2,3} counts 2 (itself)
         // and 3 (idle): 2 visits.
@@ -879,13 +822,7 @@ fn hand_cases() -> Vec<Case> {
             base(&two_llc(), PATCHED, 2, 2, &[3, 5]),
             3,
             2,
-            &[
-                (SEARCH, 1),
-                (SCANNED, 3),
-                (DOM_SEARCH, 1),
-                (DOM_SCANNED, 2),
-                (SMT, 1),
-            ],
+            scan(2, &[(SMT, 1)]),
         ),
         // siblings 2, 3 visited (2); scan from 3: 3, 0 busy, 1 idle (3).
         case(
@@ -894,7 +831,7 @@ fn hand_cases() -> Vec<Case> {
             base(&two_llc(), PATCHED, 2, 2, &[1]),
             1,
             2,
-            &[(SEARCH, 1), (SCANNED, 6), (DOM_SEARCH, 1), (DOM_SCANNED, 5)],
+            scan(5, &[]),
         ),
         // no sibling check; scan from 3: 3 idle.
         case(
@@ -903,7 +840,7 @@ fn hand_cases() -> Vec<Case> {
             base(&two_llc(), no_core, 2, 2, &[3, 5]),
             3,
             2,
-            &[(SEARCH, 1), (SCANNED, 2), (DOM_SEARCH, 1), (DOM_SCANNED, 1)],
+            scan(1, &[]),
         ),
         // LLC {0-3,8-11}: from 4, 4-7 are not in it, 8 first, idle.
         case(
@@ -912,7 +849,7 @@ fn hand_cases() -> Vec<Case> {
             base(&topo_x86_siblings(), no_core, 3, 3, &[2, 8]),
             8,
             3,
-            &[(SEARCH, 1), (SCANNED, 2), (DOM_SEARCH, 1), (DOM_SCANNED, 1)],
+            scan(1, &[]),
         ),
         // a per-CPU kthread wakes a task of its CPU, nothing else runs
         // there: stacked on prev, one fast scan, recent untouched.
@@ -924,7 +861,7 @@ fn hand_cases() -> Vec<Case> {
             }),
             3,
             -1,
-            &[(SEARCH, 1), (SCANNED, 1), (FAST, 1)],
+            fast(&[]),
         ),
         // ... not with a second task on the CPU: the scan 4, 5 (idle).
         case(
@@ -936,7 +873,7 @@ fn hand_cases() -> Vec<Case> {
             }),
             5,
             3,
-            &[(SEARCH, 1), (SCANNED, 3), (DOM_SEARCH, 1), (DOM_SCANNED, 2)],
+            scan(2, &[]),
         ),
         // sync, the waker alone on 0: wake_affine_idle -> 0. SIS(4, 0): 0
         // and 4 busy, scan from 1: 1, 2, 3 (idle).
@@ -946,13 +883,7 @@ fn hand_cases() -> Vec<Case> {
             with(base(&flat8(), PATCHED, 0, 4, &[3]), &|w| w.sync = true),
             3,
             4,
-            &[
-                (SEARCH, 1),
-                (SCANNED, 4),
-                (DOM_SEARCH, 1),
-                (DOM_SCANNED, 3),
-                (AFFINE, 1),
-            ],
+            scan(3, &[(AFFINE, 1)]),
         ),
         // sync with 2 tasks on 0: not affine; WA_WEIGHT loads 0: 0 < 0
         // false -> prev 4 (the sync +1 makes prev_eff 1 > 0: this wins!)
@@ -965,14 +896,7 @@ fn hand_cases() -> Vec<Case> {
             }),
             3,
             4,
-            &[
-                (SEARCH, 1),
-                (SCANNED, 4),
-                (DOM_SEARCH, 1),
-                (DOM_SCANNED, 3),
-                (AFFINE, 1),
-                (HIT_WEIGHT, 1),
-            ],
+            scan(3, &[(AFFINE, 1), (HIT_WEIGHT, 1)]),
         ),
         // prev 4 idle: "check for idle core" keeps it; SIS(4, 4) fast.
         case(
@@ -981,7 +905,7 @@ fn hand_cases() -> Vec<Case> {
             base(&flat8(), PATCHED, 0, 4, &[4, 6]),
             4,
             -1,
-            &[(SEARCH, 1), (SCANNED, 1), (FAST, 1), (HIT_IDLE_PREV, 1)],
+            fast(&[(HIT_IDLE_PREV, 1)]),
         ),
         // an interrupt on idle 0: pulled to 0 (prev busy), 0 idle: fast.
         case(
@@ -990,7 +914,7 @@ fn hand_cases() -> Vec<Case> {
             base(&flat8(), PATCHED, 0, 4, &[0]),
             0,
             -1,
-            &[(SEARCH, 1), (SCANNED, 1), (FAST, 1), (AFFINE, 1)],
+            fast(&[(AFFINE, 1)]),
         ),
         // wake_wide: waker 70 flips, wakee 8, LLC 8: 70 >= 8 * 8: wide, no
         // wake_affine although sync; SIS(4, 4): scan 5 6 7 0 1 2 3.
@@ -1004,7 +928,7 @@ fn hand_cases() -> Vec<Case> {
             }),
             3,
             4,
-            &[(SEARCH, 1), (SCANNED, 8), (DOM_SEARCH, 1), (DOM_SCANNED, 7)],
+            scan(7, &[]),
         ),
         // siblings 0/1: imbalance_pct 110: 106 * 100 vs 100 * 105: prev.
         // SIS(1, 1): smt loop {0,1} 2 visits, scan 2 3 0 1: 4. Failed.
@@ -1016,13 +940,7 @@ fn hand_cases() -> Vec<Case> {
             }),
             1,
             1,
-            &[
-                (SEARCH, 1),
-                (SCANNED, 7),
-                (DOM_SEARCH, 1),
-                (DOM_SCANNED, 6),
-                (FAILED, 1),
-            ],
+            scan(6, &[(FAILED, 1)]),
         ),
         // 0 and 2 are not siblings: 117 -> 108: 10600 < 10800: this 0.
         // SIS(2, 0): smt(2) {2,3}: 2 visits; scan 1 2 3 0: 4. Failed.
@@ -1034,37 +952,21 @@ fn hand_cases() -> Vec<Case> {
             }),
             0,
             2,
-            &[
-                (SEARCH, 1),
-                (SCANNED, 7),
-                (DOM_SEARCH, 1),
-                (DOM_SCANNED, 6),
-                (FAILED, 1),
-                (AFFINE, 1),
-                (HIT_WEIGHT, 1),
-            ],
+            scan(6, &[(FAILED, 1), (AFFINE, 1), (HIT_WEIGHT, 1)]),
         ),
         Case {
             // 8000 >> 3 = 1000 at stamp 1000 (997 + 3); nr = 8 * 1000 /
             // 1001 = 7: 3 4 5 6 7 0 probed, !--nr at 1: no accounting.
             what: "SIS_PROP: aged wake_avg_idle, depth 7, !--nr skips the accounting",
             desc: flat8(),
-            w: with(base(&flat8(), F_SIS_PROP, 2, 2, &[]), &|w| {
+            w: with(base(&flat8(), bit::SIS_PROP, 2, 2, &[]), &|w| {
                 w.wake_avg_idle = 8000;
                 w.wake_stamp = 997;
                 w.avg_scan_cost = 1000;
             }),
             cpu: 2,
             recent: 2,
-            counters: &[
-                (SEARCH, 1),
-                (SCANNED, 7),
-                (DOM_SEARCH, 1),
-                (DOM_SCANNED, 6),
-                (DEPTH_LIMITED, 1),
-                (HIT_PROP, 1),
-                (FAILED, 1),
-            ],
+            counters: scan(6, &[(DEPTH_LIMITED, 1), (HIT_PROP, 1), (FAILED, 1)]),
             prop: Some((1000, 1000, 1000)),
             waker: None,
         },
@@ -1074,14 +976,14 @@ fn hand_cases() -> Vec<Case> {
             // (20 - 1000) / 8 = 1000 - 122 = 878.
             what: "SIS_PROP: a scan that found a CPU is accounted",
             desc: flat8(),
-            w: with(base(&flat8(), F_SIS_PROP, 2, 2, &[4]), &|w| {
+            w: with(base(&flat8(), bit::SIS_PROP, 2, 2, &[4]), &|w| {
                 w.wake_avg_idle = 8000;
                 w.wake_stamp = 997;
                 w.avg_scan_cost = 1000;
             }),
             cpu: 4,
             recent: 2,
-            counters: &[(SEARCH, 1), (SCANNED, 3), (DOM_SEARCH, 1), (DOM_SCANNED, 2)],
+            counters: scan(2, &[]),
             prop: Some((980, 1000, 878)),
             waker: None,
         },
@@ -1099,7 +1001,7 @@ fn hand_cases() -> Vec<Case> {
             }),
             cpu: 2,
             recent: -1,
-            counters: &[(SEARCH, 1), (SCANNED, 1), (FAST, 1)],
+            counters: fast(&[]),
             prop: None,
             waker: Some(Flips {
                 last_wakee: 1,
@@ -1122,7 +1024,7 @@ fn sis_hand_worked_cases() {
         bpf.set_topology(&case.desc);
         let got = run_bpf(&mut bpf, &m, &ids, &case.w);
         let mut cnt = [0u64; STAT_NR];
-        for &(s, v) in case.counters {
+        for &(s, v) in &case.counters {
             cnt[s as usize] = v;
         }
         // the hand values; what a case does not state is taken from the model
@@ -1166,7 +1068,7 @@ fn sis_harness_bitmaps_and_outputs() {
     let desc = topo_high_ids();
     bpf.set_topology(&desc);
     // CPU 511 is the only idle one of LLC 1 {127,128,300,511}: 128 scans 300, 511
-    let w = base(&desc, PATCHED & !F_SIS_CORE, 128, 128, &[511]);
+    let w = base(&desc, PATCHED & !bit::SIS_CORE, 128, 128, &[511]);
     let mach = Machine::new(&desc);
     let got = run_bpf(&mut bpf, &mach, &llc_ids(&desc), &w);
     assert_eq!(got.cpu, 511, "{got:?}");

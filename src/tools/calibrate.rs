@@ -73,7 +73,7 @@ struct Report {
 }
 
 fn default_imbalance_pct() -> u64 {
-    crate::sched::sis_util_depth::DEFAULT_IMBALANCE_PCT
+    crate::sched::opts::DEFAULT_IMBALANCE_PCT
 }
 
 /// The last report of a `--json` run in `path` (`opt`: the option that named it, for the
@@ -259,7 +259,7 @@ fn ctl_read(ctl: &MapHandle, key: u32) -> u64 {
 }
 
 fn renew_lease(ctl: &MapHandle) -> Result<()> {
-    let until = crate::sched::bpf_maps::monotonic_ns() + LEASE_NS;
+    let until = crate::sched::clock::monotonic_ns() + LEASE_NS;
     ctl.update(
         &CTL_LEASE.to_ne_bytes(),
         &until.to_ne_bytes(),
@@ -544,6 +544,7 @@ mod tests {
     /// beyond the LLC, a bucket out of place; and a FIFO or an oversized file refused at
     /// once (they blocked, or filled memory).
     #[test]
+    // long: one table of bad reports, a case a line, and the loop that feeds each to the tool
     fn nonsense_reports_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let good = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

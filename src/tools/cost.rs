@@ -27,12 +27,14 @@ use serde::Serialize;
 use std::mem::MaybeUninit;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::bpf_intf as bi;
 use crate::sched::features::{self, Preset};
-use crate::sched::sis_util_depth::{sum_util_for_pct, DepthRules, DEFAULT_IMBALANCE_PCT};
+use crate::sched::opts::DEFAULT_IMBALANCE_PCT;
+use crate::sched::sis_util_depth::{sum_util_for_pct, DepthRules};
 use crate::sched::topology::{copy_same_c_type, TopoDesc};
+use crate::tools::tool_intf as ti;
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/cost_skel.rs"));
@@ -251,17 +253,6 @@ static STOP: AtomicBool = AtomicBool::new(false);
 /// Test runs started (the interruption's message).
 static TEST_RUNS: AtomicU64 = AtomicU64::new(0);
 
-/// CLOCK_MONOTONIC in ns (what `--trace-test-runs` prints; a test compares it with its own).
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec to fill
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Placements per BPF_PROG_TEST_RUN on an LLC of `n` CPUs: a test run cannot be interrupted,
 /// so a run is split into test runs of ~2^24 CPU probes at most (a placement that scans
 /// the whole LLC probes each CPU once; ~14 ns per probe measured on this project's 2-core
@@ -418,7 +409,7 @@ impl<'obj> CostBpf<'obj> {
             if self.verbose {
                 eprintln!(
                     "placement-cost: test run {n} starts at {} ns",
-                    monotonic_ns()
+                    crate::sched::clock::monotonic_ns()
                 );
             }
             let now = left.min(self.chunk);
@@ -550,14 +541,14 @@ fn hist_quantile(hist: &[u64], p: f64) -> f64 {
     (hist.len() - 1) as f64
 }
 
-/// --omit's names → cost.bpf.c's COST_OMIT_* bits.
+/// --omit's names → tool_intf.h's COST_OMIT_* bits.
 fn omit_bits(names: &[String]) -> Result<u32> {
     names.iter().try_fold(0, |acc, n| {
         Ok(acc
             | match n.trim() {
-                "features" => 1,
-                "allowed" => 4,
-                "kick" => 16,
+                "features" => ti::cost_consts_COST_OMIT_FEATURES,
+                "allowed" => ti::cost_consts_COST_OMIT_ALLOWED,
+                "kick" => ti::cost_consts_COST_OMIT_KICK,
                 _ => bail!("--omit: unknown step {n:?} (features, allowed, kick)"),
             })
     })
@@ -669,105 +660,164 @@ pub fn measure(opts: &CostOpts, progress: bool) -> Result<Vec<Row>> {
                         started.elapsed().as_secs_f64()
                     );
                 }
-                let rules = DepthRules::of(*feat);
-                let case = |bpf: &mut CostBpf, layout: u64| -> Result<(u32, u64)> {
-                    let (idle, d) = bpf.set_case(llcs, n, opts.smt, busy, layout, rules)?;
-                    let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
-                    bss.llc_ctxs[..llcs as usize]
-                        .iter_mut()
-                        .for_each(|l| l.nr_idle_scan = d);
-                    Ok((idle, d))
-                };
-                // warm-up: SIS_PROP's avg_scan_cost settles, code and data are cached
-                let (idle, depth) = case(&mut bpf, 0)?;
-                bpf.run(*feat, opts.placements, 1, false, opts.cold, omit, false)?;
-                bpf.run(*feat, opts.placements, 1, false, opts.cold, omit, true)?;
-                let (mut ns, mut tick, mut harness) = (vec![], vec![], vec![]);
-                let mut hist: Vec<u64> = vec![];
-                let (mut cnt, mut tcnt) = (vec![0u64; STAT_NR], vec![0u64; STAT_NR]);
-                let (mut placed, mut direct, mut words, mut rescued) = (0u64, 0u64, 0u64, 0u64);
-                let (mut ticks, mut tsearched, mut twords) = (0u64, 0u64, 0u64);
-                for r in 0..opts.runs {
-                    // each run its own busy CPUs; the empty region, the wake-up and the tick
-                    // on them, the clock's share subtracted from each
-                    case(&mut bpf, 1 + r as u64)?;
-                    let run = |bpf: &mut CostBpf, harness: bool, tick: bool| {
-                        bpf.run(
-                            *feat,
-                            opts.placements,
-                            2 + r,
-                            harness,
-                            opts.cold,
-                            omit,
-                            tick,
-                        )
-                    };
-                    let h = run(&mut bpf, true, false)?;
-                    let h = h.ns as f64 / h.placements as f64;
-                    harness.push(h);
-                    let o = run(&mut bpf, false, false)?;
-                    ns.push(o.ns as f64 / o.placements as f64 - h);
-                    placed += o.placements;
-                    direct += o.direct;
-                    words += o.word_tests;
-                    rescued += o.searched;
-                    cnt.iter_mut().zip(&o.cnt).for_each(|(a, b)| *a += b);
-                    hist.resize(o.hist.len(), 0);
-                    hist.iter_mut()
-                        .zip(&o.hist)
-                        .for_each(|(a, &b)| *a += b as u64);
-                    let o = run(&mut bpf, false, true)?;
-                    tick.push(o.ns as f64 / o.placements as f64 - h);
-                    ticks += o.placements;
-                    tsearched += o.searched;
-                    twords += o.word_tests;
-                    tcnt.iter_mut().zip(&o.cnt).for_each(|(a, b)| *a += b);
-                }
-                for v in [&mut ns, &mut tick, &mut harness] {
-                    v.sort_by(|a, b| a.total_cmp(b));
-                }
-                let per = |s: usize| cnt[s] as f64 / placed as f64;
-                rows.push(Row {
-                    policy: name.clone(),
-                    features: features::to_words(*feat).join(" "),
+                let case = Case {
                     llcs,
-                    llc_weight: n,
-                    smt: opts.smt,
-                    busy_pct: busy,
-                    idle_cpus: idle,
-                    nr_idle_scan: depth,
-                    runs: opts.runs,
-                    placements_per_run: opts.placements,
-                    ns_per_placement: percentile(&ns, 0.5),
-                    ns_p25: percentile(&ns, 0.25),
-                    ns_p75: percentile(&ns, 0.75),
-                    ns_min: ns[0],
-                    ns_max: ns[ns.len() - 1],
-                    tick_ns: percentile(&tick, 0.5),
-                    tick_p25: percentile(&tick, 0.25),
-                    tick_p75: percentile(&tick, 0.75),
-                    tick_min: tick[0],
-                    tick_max: tick[tick.len() - 1],
-                    tick_search_pct: 100.0 * tsearched as f64 / ticks as f64,
-                    tick_kick_scanned: tcnt[STAT_KICK_SCANNED] as f64 / ticks as f64,
-                    tick_word_tests: twords as f64 / ticks as f64,
-                    ns_place_p50: hist_quantile(&hist, 0.5),
-                    ns_place_p99: hist_quantile(&hist, 0.99),
-                    ns_harness: percentile(&harness, 0.5),
-                    ns_harness_min: harness[0],
-                    ns_harness_max: harness[harness.len() - 1],
-                    cpus_examined: per(STAT_SCANNED) + per(STAT_KICK_SCANNED),
-                    scanned: per(STAT_SCANNED),
-                    kick_scanned: per(STAT_KICK_SCANNED),
-                    word_tests: words as f64 / placed as f64,
-                    rescue_pct: 100.0 * rescued as f64 / placed as f64,
-                    direct_pct: 100.0 * direct as f64 / placed as f64,
-                    not_timed: NOT_TIMED,
-                });
+                    n,
+                    busy,
+                    feat: *feat,
+                    omit,
+                };
+                rows.push(measure_case(&mut bpf, opts, &case, name)?);
             }
         }
     }
     Ok(rows)
+}
+
+/// One case of `measure`: a machine, its busy %, a policy's feature word, --omit's bits.
+struct Case {
+    llcs: u32,
+    n: u32,
+    busy: u32,
+    feat: u64,
+    omit: u32,
+}
+
+/// `measure`'s row of one case: a warm-up, then --runs runs, each on its own busy CPUs,
+/// of the empty region, the wake-up and the tick.
+fn measure_case(bpf: &mut CostBpf<'_>, opts: &CostOpts, c: &Case, name: &str) -> Result<Row> {
+    let rules = DepthRules::of(c.feat);
+    let set = |bpf: &mut CostBpf, layout: u64| -> Result<(u32, u64)> {
+        let (idle, d) = bpf.set_case(c.llcs, c.n, opts.smt, c.busy, layout, rules)?;
+        let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
+        bss.llc_ctxs[..c.llcs as usize]
+            .iter_mut()
+            .for_each(|l| l.nr_idle_scan = d);
+        Ok((idle, d))
+    };
+    // warm-up: SIS_PROP's avg_scan_cost settles, code and data are cached
+    let (idle, depth) = set(bpf, 0)?;
+    bpf.run(c.feat, opts.placements, 1, false, opts.cold, c.omit, false)?;
+    bpf.run(c.feat, opts.placements, 1, false, opts.cold, c.omit, true)?;
+    let mut t = Tally::default();
+    for r in 0..opts.runs {
+        // each run its own busy CPUs; the empty region, the wake-up and the tick on them,
+        // the clock's share subtracted from each
+        set(bpf, 1 + r as u64)?;
+        let mut run = |harness: bool, tick: bool| {
+            bpf.run(
+                c.feat,
+                opts.placements,
+                2 + r,
+                harness,
+                opts.cold,
+                c.omit,
+                tick,
+            )
+        };
+        let h = run(true, false)?;
+        let h = h.ns as f64 / h.placements as f64;
+        t.harness.push(h);
+        t.wake(&run(false, false)?, h);
+        t.tick(&run(false, true)?, h);
+    }
+    Ok(t.row(opts, c, name, idle, depth))
+}
+
+/// What the runs of one case of `measure` add up to.
+#[derive(Default)]
+struct Tally {
+    /// per run, ns per wake-up, per tick, of the empty region
+    ns: Vec<f64>,
+    tick: Vec<f64>,
+    harness: Vec<f64>,
+    /// the wake-ups' histogram (1 ns buckets)
+    hist: Vec<u64>,
+    /// the wake-ups' and the ticks' counters
+    cnt: Vec<u64>,
+    tcnt: Vec<u64>,
+    placed: u64,
+    direct: u64,
+    words: u64,
+    rescued: u64,
+    ticks: u64,
+    tsearched: u64,
+    twords: u64,
+}
+
+impl Tally {
+    /// A wake-up run `o`, the empty region's `h` ns each subtracted.
+    fn wake(&mut self, o: &RunOut, h: f64) {
+        self.ns.push(o.ns as f64 / o.placements as f64 - h);
+        self.placed += o.placements;
+        self.direct += o.direct;
+        self.words += o.word_tests;
+        self.rescued += o.searched;
+        self.cnt.resize(STAT_NR, 0);
+        self.cnt.iter_mut().zip(&o.cnt).for_each(|(a, b)| *a += b);
+        self.hist.resize(o.hist.len(), 0);
+        self.hist
+            .iter_mut()
+            .zip(&o.hist)
+            .for_each(|(a, &b)| *a += b as u64);
+    }
+
+    /// A tick run `o`, the empty region's `h` ns each subtracted.
+    fn tick(&mut self, o: &RunOut, h: f64) {
+        self.tick.push(o.ns as f64 / o.placements as f64 - h);
+        self.ticks += o.placements;
+        self.tsearched += o.searched;
+        self.twords += o.word_tests;
+        self.tcnt.resize(STAT_NR, 0);
+        self.tcnt.iter_mut().zip(&o.cnt).for_each(|(a, b)| *a += b);
+    }
+
+    /// The case's row: medians with p25, p75, min and max over the runs.
+    fn row(mut self, opts: &CostOpts, c: &Case, name: &str, idle: u32, depth: u64) -> Row {
+        for v in [&mut self.ns, &mut self.tick, &mut self.harness] {
+            v.sort_by(|a, b| a.total_cmp(b));
+        }
+        let (ns, tick, harness) = (&self.ns, &self.tick, &self.harness);
+        let (placed, ticks) = (self.placed as f64, self.ticks as f64);
+        let per = |s: usize| self.cnt[s] as f64 / placed;
+        Row {
+            policy: name.to_string(),
+            features: features::to_words(c.feat).join(" "),
+            llcs: c.llcs,
+            llc_weight: c.n,
+            smt: opts.smt,
+            busy_pct: c.busy,
+            idle_cpus: idle,
+            nr_idle_scan: depth,
+            runs: opts.runs,
+            placements_per_run: opts.placements,
+            ns_per_placement: percentile(ns, 0.5),
+            ns_p25: percentile(ns, 0.25),
+            ns_p75: percentile(ns, 0.75),
+            ns_min: ns[0],
+            ns_max: ns[ns.len() - 1],
+            tick_ns: percentile(tick, 0.5),
+            tick_p25: percentile(tick, 0.25),
+            tick_p75: percentile(tick, 0.75),
+            tick_min: tick[0],
+            tick_max: tick[tick.len() - 1],
+            tick_search_pct: 100.0 * self.tsearched as f64 / ticks,
+            tick_kick_scanned: self.tcnt[STAT_KICK_SCANNED] as f64 / ticks,
+            tick_word_tests: self.twords as f64 / ticks,
+            ns_place_p50: hist_quantile(&self.hist, 0.5),
+            ns_place_p99: hist_quantile(&self.hist, 0.99),
+            ns_harness: percentile(harness, 0.5),
+            ns_harness_min: harness[0],
+            ns_harness_max: harness[harness.len() - 1],
+            cpus_examined: per(STAT_SCANNED) + per(STAT_KICK_SCANNED),
+            scanned: per(STAT_SCANNED),
+            kick_scanned: per(STAT_KICK_SCANNED),
+            word_tests: self.words as f64 / placed,
+            rescue_pct: 100.0 * self.rescued as f64 / placed,
+            direct_pct: 100.0 * self.direct as f64 / placed,
+            not_timed: NOT_TIMED,
+        }
+    }
 }
 
 fn print_table(rows: &[Row]) {
@@ -931,6 +981,28 @@ struct Lines {
 unsafe impl Send for Lines {}
 
 impl Lines {
+    /// `measure_loader`'s writer thread, pinned to `cpu`: for each `Some(now)` on `go`, the
+    /// lines written as BPF does, its time per CPU (ns) sent back on `done`; `None` ends it.
+    fn writer(
+        self,
+        cpu: usize,
+        go: crossbeam::channel::Receiver<Option<u64>>,
+        done: crossbeam::channel::Sender<f64>,
+        interval_ns: u64,
+    ) -> Result<()> {
+        pin_to(cpu)?;
+        let mut seed = 7u64;
+        while let Ok(Some(now)) = go.recv() {
+            let t = Instant::now();
+            self.write_as_bpf(&mut seed, now, interval_ns);
+            let ns = t.elapsed().as_secs_f64() * 1e9 / self.nr_cpus as f64;
+            if done.send(ns).is_err() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// What BPF writes between two intervals, with idle.bpf.h's instructions: each CPU's
     /// open idle period closed (idle_exit: cmpxchg of idle_start to 0), its closed periods
     /// added to idle_ns (the atomic add), a new period opened on a quarter of them
@@ -1003,6 +1075,49 @@ fn spread(v: &mut [f64]) -> (f64, f64, f64) {
 /// does, the loader thread then waits for the interval as the scheduler does
 /// (recv_timeout) and is timed from the deadline (wake) to the end of the update.
 pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
+    let (llcs, cpus) = loader_machine(opts)?;
+    let (loader_cpu, writer_cpu) = (cpus[0], cpus[1]);
+    let mut obj = MaybeUninit::uninit();
+    let mut bpf = CostBpf::load(&mut obj)?;
+    let rig = LoaderRig::new(&mut bpf, llcs, opts.interval_ms)?;
+    let hot_intervals = opts.runs.max(1) * 300;
+    let intervals = opts.runs.max(1) * 50;
+    let (go_tx, go_rx) = crossbeam::channel::bounded::<Option<u64>>(1);
+    let (done_tx, done_rx) = crossbeam::channel::bounded::<f64>(1);
+    let lines = rig.lines;
+    let (hot, cross) = std::thread::scope(|sc| -> Result<_> {
+        let interval_ns = rig.interval_ns;
+        let writer = sc.spawn(move || lines.writer(writer_cpu, go_rx, done_tx, interval_ns));
+        // the timing runs on this thread (the feature word's mapping stays on it), pinned
+        // for the measurement, its affinity given back after
+        let timer = || -> Result<_> {
+            pin_to(loader_cpu)?;
+            let mut rig = rig;
+            let mut now = 1_000_000_000u64;
+            let hot = rig.time_hot(hot_intervals, &mut now);
+            let cross = rig.time_cross(intervals, &mut now, &go_tx, &done_rx)?;
+            Ok((hot, cross))
+        };
+        let r = timer();
+        let _ = go_tx.send(None);
+        let back = set_affinity(&cpus);
+        writer
+            .join()
+            .unwrap_or_else(|_| bail!("the writer thread panicked"))?;
+        back?;
+        r
+    })?;
+    Ok(loader_row(
+        opts,
+        (loader_cpu, writer_cpu),
+        (hot_intervals, hot),
+        (intervals, cross),
+    ))
+}
+
+/// --loader's machine: its LLCs (CPUs 0..--loader-cpus in LLCs of --loader-llc), and the
+/// CPUs this process may use, two at least (the timing thread's and the writer's).
+fn loader_machine(opts: &CostOpts) -> Result<(Vec<Vec<usize>>, Vec<usize>)> {
     let n = opts.loader_cpus as usize;
     let per = (opts.loader_llc as usize).min(n);
     let nr_llcs = n.div_ceil(per);
@@ -1019,121 +1134,150 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
             cpus.len()
         );
     }
-    let (loader_cpu, writer_cpu) = (cpus[0], cpus[1]);
-    let mut obj = MaybeUninit::uninit();
-    let mut bpf = CostBpf::load(&mut obj)?;
-    let llcs: Vec<Vec<usize>> = (0..nr_llcs)
+    let llcs = (0..nr_llcs)
         .map(|l| (l * per..((l + 1) * per).min(n)).collect())
         .collect();
-    let feat = features::preset(Preset::patched());
-    bpf.skel
-        .maps
-        .sis_features
-        .update(&0u32.to_ne_bytes(), &feat.to_ne_bytes(), MapFlags::ANY)
-        .context("setting the feature word")?;
-    let fw = crate::sched::bpf_maps::MappedWords::map(
-        &bpf.skel.maps.sis_features,
-        1,
-        "the feature word",
-    )?;
-    let mut up = crate::sched::loader::UtilUpdate::new(llcs, n, DEFAULT_IMBALANCE_PCT);
-    let interval_ns = opts.interval_ms * 1_000_000;
-    let interval = std::time::Duration::from_millis(opts.interval_ms);
-    let hot_intervals = opts.runs.max(1) * 300;
-    let intervals = opts.runs.max(1) * 50;
-    let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
-    let lines = Lines {
-        cpu: crate::sched::bpf_maps::intf_slice::<_, bi::cpu_ctx>(&mut bss.cpu_ctxs).as_mut_ptr(),
-        llc: crate::sched::bpf_maps::intf_slice::<_, bi::llc_ctx>(&mut bss.llc_ctxs).as_mut_ptr(),
-        nr_cpus: n,
-        nr_llcs,
-    };
-    // SAFETY (both): the .bss arrays hold MAX_CPUS / MAX_LLCS entries; n and nr_llcs are
-    // within them (checked above and by the option's range); see Lines
-    let update = |up: &mut crate::sched::loader::UtilUpdate, now: u64| unsafe {
-        up.update(
-            DepthRules::of(fw.read(0)),
-            now,
-            std::slice::from_raw_parts_mut(lines.cpu, n),
-            std::slice::from_raw_parts_mut(lines.llc, nr_llcs),
-            &[],
-        )
-    };
-    let (go_tx, go_rx) = crossbeam::channel::bounded::<Option<u64>>(1);
-    let (done_tx, done_rx) = crossbeam::channel::bounded::<f64>(1);
-    // the wait's channel: never sent on, as the scheduler's is between stats requests
-    let (_idle_tx, idle_rx) = crossbeam::channel::bounded::<()>(1);
-    let (hot, cross) = std::thread::scope(|sc| -> Result<_> {
-        let writer = sc.spawn(move || -> Result<()> {
-            pin_to(writer_cpu)?;
-            let mut seed = 7u64;
-            while let Ok(Some(now)) = go_rx.recv() {
-                let t = Instant::now();
-                lines.write_as_bpf(&mut seed, now, interval_ns);
-                let ns = t.elapsed().as_secs_f64() * 1e9 / n as f64;
-                if done_tx.send(ns).is_err() {
-                    break;
-                }
-            }
-            Ok(())
-        });
-        // the timing runs on this thread (the feature word's mapping stays on it), pinned
-        // for the measurement, its affinity given back after
-        let mut timer = || -> Result<_> {
-            pin_to(loader_cpu)?;
-            let mut now = 1_000_000_000u64;
-            let mut seed = 1u64;
-            let mut hot = vec![];
-            for i in 0..hot_intervals + 1 {
-                lines.write_as_bpf(&mut seed, now, interval_ns);
-                now += interval_ns;
-                let t = Instant::now();
-                update(&mut up, now);
-                if i > 0 {
-                    hot.push(t.elapsed().as_secs_f64() * 1e6);
-                }
-            }
-            let (mut us, mut wake, mut total, mut bpf_ns) = (vec![], vec![], vec![], vec![]);
-            for i in 0..intervals + 1 {
-                go_tx
-                    .send(Some(now))
-                    .map_err(|_| anyhow::anyhow!("the writer thread stopped"))?;
-                let w = done_rx
-                    .recv()
-                    .map_err(|_| anyhow::anyhow!("the writer thread stopped"))?;
-                now += interval_ns;
-                let deadline = Instant::now() + interval;
-                let _ = idle_rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
-                let woke = Instant::now();
-                update(&mut up, now);
-                let end = Instant::now();
-                if i > 0 {
-                    wake.push(woke.saturating_duration_since(deadline).as_secs_f64() * 1e6);
-                    us.push((end - woke).as_secs_f64() * 1e6);
-                    total.push(end.saturating_duration_since(deadline).as_secs_f64() * 1e6);
-                    bpf_ns.push(w);
-                }
-            }
-            Ok((hot, (us, wake, total, bpf_ns)))
+    Ok((llcs, cpus))
+}
+
+/// The cross-thread timings of `measure_loader`, per interval (us, except `bpf_ns`).
+#[derive(Default)]
+struct LoaderCross {
+    us: Vec<f64>,
+    wake: Vec<f64>,
+    total: Vec<f64>,
+    bpf_ns: Vec<f64>,
+}
+
+/// The loader's side of `measure_loader`: the lines in the cost object's .bss, the feature
+/// word's mapping (patched) and the update the scheduler's loader runs on them.
+struct LoaderRig {
+    lines: Lines,
+    fw: crate::sched::bpf_maps::MappedWords,
+    up: crate::sched::loader::UtilUpdate,
+    interval_ns: u64,
+    interval: Duration,
+}
+
+impl LoaderRig {
+    fn new(bpf: &mut CostBpf<'_>, llcs: Vec<Vec<usize>>, interval_ms: u64) -> Result<Self> {
+        let nr_llcs = llcs.len();
+        let n = llcs.iter().map(Vec::len).sum();
+        let feat = features::preset(Preset::patched());
+        bpf.skel
+            .maps
+            .sis_features
+            .update(&0u32.to_ne_bytes(), &feat.to_ne_bytes(), MapFlags::ANY)
+            .context("setting the feature word")?;
+        let fw = crate::sched::bpf_maps::MappedWords::map(
+            &bpf.skel.maps.sis_features,
+            1,
+            "the feature word",
+        )?;
+        let up = crate::sched::loader::UtilUpdate::new(llcs, n, DEFAULT_IMBALANCE_PCT);
+        let bss = bpf.skel.maps.bss_data.as_mut().context("no bss")?;
+        let lines = Lines {
+            cpu: crate::sched::bpf_maps::intf_slice::<_, bi::cpu_ctx>(&mut bss.cpu_ctxs)
+                .as_mut_ptr(),
+            llc: crate::sched::bpf_maps::intf_slice::<_, bi::llc_ctx>(&mut bss.llc_ctxs)
+                .as_mut_ptr(),
+            nr_cpus: n,
+            nr_llcs,
         };
-        let r = timer();
-        let _ = go_tx.send(None);
-        let back = set_affinity(&cpus);
-        writer
-            .join()
-            .unwrap_or_else(|_| bail!("the writer thread panicked"))?;
-        back?;
-        r
-    })?;
-    let mut hot = hot;
-    let (mut us, mut wake, mut total, mut bpf_ns) = cross;
+        Ok(LoaderRig {
+            lines,
+            fw,
+            up,
+            interval_ns: interval_ms * 1_000_000,
+            interval: Duration::from_millis(interval_ms),
+        })
+    }
+
+    /// One interval's update at `now`, as the scheduler's loader runs it.
+    fn update(&mut self, now: u64) {
+        let l = self.lines;
+        // SAFETY: the .bss arrays hold MAX_CPUS / MAX_LLCS entries; nr_cpus and nr_llcs are
+        // within them (checked by loader_machine and by the option's range); see Lines
+        unsafe {
+            self.up.update(
+                DepthRules::of(self.fw.read(0)),
+                now,
+                std::slice::from_raw_parts_mut(l.cpu, l.nr_cpus),
+                std::slice::from_raw_parts_mut(l.llc, l.nr_llcs),
+                &[],
+            )
+        };
+    }
+
+    /// hot: this thread writes the lines as BPF does, then times the update (us each; the
+    /// first interval, which starts the averages, not kept).
+    fn time_hot(&mut self, intervals: u32, now: &mut u64) -> Vec<f64> {
+        let mut seed = 1u64;
+        let mut hot = vec![];
+        for i in 0..intervals + 1 {
+            self.lines.write_as_bpf(&mut seed, *now, self.interval_ns);
+            *now += self.interval_ns;
+            let t = Instant::now();
+            self.update(*now);
+            if i > 0 {
+                hot.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+        hot
+    }
+
+    /// cross: the writer thread writes the lines (`go`, its time per CPU back on `done`),
+    /// this thread waits out the interval as the scheduler does and is timed from the
+    /// deadline.
+    fn time_cross(
+        &mut self,
+        intervals: u32,
+        now: &mut u64,
+        go: &crossbeam::channel::Sender<Option<u64>>,
+        done: &crossbeam::channel::Receiver<f64>,
+    ) -> Result<LoaderCross> {
+        // the wait's channel: never sent on, as the scheduler's is between stats requests
+        let (_idle_tx, idle_rx) = crossbeam::channel::bounded::<()>(1);
+        let stopped = || anyhow::anyhow!("the writer thread stopped");
+        let mut c = LoaderCross::default();
+        for i in 0..intervals + 1 {
+            go.send(Some(*now)).map_err(|_| stopped())?;
+            let w = done.recv().map_err(|_| stopped())?;
+            *now += self.interval_ns;
+            let deadline = Instant::now() + self.interval;
+            let _ = idle_rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+            let woke = Instant::now();
+            self.update(*now);
+            let end = Instant::now();
+            if i > 0 {
+                c.wake
+                    .push(woke.saturating_duration_since(deadline).as_secs_f64() * 1e6);
+                c.us.push((end - woke).as_secs_f64() * 1e6);
+                c.total
+                    .push(end.saturating_duration_since(deadline).as_secs_f64() * 1e6);
+                c.bpf_ns.push(w);
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// `measure_loader`'s row from its timings: medians with p25 and p75.
+fn loader_row(
+    opts: &CostOpts,
+    (loader_cpu, writer_cpu): (usize, usize),
+    (hot_intervals, mut hot): (u32, Vec<f64>),
+    (intervals, mut c): (u32, LoaderCross),
+) -> LoaderRow {
+    let n = opts.loader_cpus as usize;
+    let per = (opts.loader_llc as usize).min(n);
     let (hot_us, hot_p25, hot_p75) = spread(&mut hot);
-    let (med, us_p25, us_p75) = spread(&mut us);
-    let (wake_us, wake_p25, wake_p75) = spread(&mut wake);
-    let (total_us, total_p25, total_p75) = spread(&mut total);
-    let (bpf_ns_per_cpu, bpf_p25, bpf_p75) = spread(&mut bpf_ns);
+    let (med, us_p25, us_p75) = spread(&mut c.us);
+    let (wake_us, wake_p25, wake_p75) = spread(&mut c.wake);
+    let (total_us, total_p25, total_p75) = spread(&mut c.total);
+    let (bpf_ns_per_cpu, bpf_p25, bpf_p75) = spread(&mut c.bpf_ns);
     let pct = |us: f64| 100.0 * us / (opts.interval_ms as f64 * 1000.0);
-    Ok(LoaderRow {
+    LoaderRow {
         cpus: n as u32,
         llc_weight: per as u32,
         interval_ms: opts.interval_ms,
@@ -1158,7 +1302,45 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
         bpf_p75,
         cpu_pct: pct(med),
         total_pct: pct(total_us),
-    })
+    }
+}
+
+/// --contention's table: a row per mode and thread count, then wake-shards over wake-queue.
+fn print_contention(opts: &CostOpts, rows: &[ContRow]) {
+    println!(
+        "# {} (kernel {}), {} rounds of {} updates per thread; a round counts when the \
+         threads ran at once >= {CONT_TOGETHER_PCT} % of the time (per-iteration stamps)",
+        cpu_model(),
+        kernel_release(),
+        opts.runs,
+        CONT_UPDATES
+    );
+    println!(
+        "{:<14} {:>7} {:>9} {:>15} {:>9} {:>6} {:>8}",
+        "mode", "threads", "ns/upd", "min..max", "together%", "rounds", "refused"
+    );
+    for r in rows {
+        println!(
+            "{:<14} {:>7} {:>9.2} {:>15} {:>9.1} {:>6} {:>8}",
+            r.mode,
+            r.threads,
+            r.ns_per_update,
+            format!("{:.2}..{:.2}", r.ns_min, r.ns_max),
+            r.together_pct,
+            r.runs,
+            r.refused
+        );
+    }
+    for r in rows.iter().filter(|r| r.ratio_to_wake_queue.is_some()) {
+        println!(
+            "wake-shards / wake-queue at {} threads: {:.2} (min {:.2}, max {:.2}, over the \
+             rounds both accepted)",
+            r.threads,
+            r.ratio_to_wake_queue.unwrap_or(0.0),
+            r.ratio_min.unwrap_or(0.0),
+            r.ratio_max.unwrap_or(0.0)
+        );
+    }
 }
 
 /// --loader's table: one line per figure, medians with p25..p75.
@@ -1176,42 +1358,44 @@ fn print_loader(r: &LoaderRow) {
         "# loader: {} CPUs in LLCs of {}, interval {} ms; µs per interval, median (p25..p75)",
         r.cpus, r.llc_weight, r.interval_ms
     );
-    let line = |name: &str, n: u32, v: (f64, f64, f64), what: &str| {
+    let (hot, n) = (r.hot_intervals, r.intervals);
+    for (name, n, v, what) in [
+        (
+            "hot",
+            hot,
+            (r.hot_us, r.hot_p25, r.hot_p75),
+            "update, lines last written by the timing thread",
+        ),
+        (
+            "update",
+            n,
+            (r.us_per_interval, r.us_p25, r.us_p75),
+            "update, lines last written by the writer on the other CPU",
+        ),
+        (
+            "wake",
+            n,
+            (r.wake_us, r.wake_p25, r.wake_p75),
+            "recv_timeout's deadline to its return (timer slack included)",
+        ),
+        (
+            "total",
+            n,
+            (r.total_us, r.total_p25, r.total_p75),
+            "deadline to the end of the update",
+        ),
+        (
+            "bpf",
+            n,
+            (r.bpf_ns_per_cpu, r.bpf_p25, r.bpf_p75),
+            "ns per CPU: the writer's first writes after an update (BPF's side)",
+        ),
+    ] {
         println!(
             "{name:<8} {n:>6} {:>9.2} ({:.2}..{:.2})  {what}",
             v.0, v.1, v.2
-        )
-    };
-    line(
-        "hot",
-        r.hot_intervals,
-        (r.hot_us, r.hot_p25, r.hot_p75),
-        "update, lines last written by the timing thread",
-    );
-    line(
-        "update",
-        r.intervals,
-        (r.us_per_interval, r.us_p25, r.us_p75),
-        "update, lines last written by the writer on the other CPU",
-    );
-    line(
-        "wake",
-        r.intervals,
-        (r.wake_us, r.wake_p25, r.wake_p75),
-        "recv_timeout's deadline to its return (timer slack included)",
-    );
-    line(
-        "total",
-        r.intervals,
-        (r.total_us, r.total_p25, r.total_p75),
-        "deadline to the end of the update",
-    );
-    line(
-        "bpf",
-        r.intervals,
-        (r.bpf_ns_per_cpu, r.bpf_p25, r.bpf_p75),
-        "ns per CPU: the writer's first writes after an update (BPF's side)",
-    );
+        );
+    }
     println!(
         "% of one CPU at {} ms: update {:.4} %, total {:.4} % (an upper bound)",
         r.interval_ms, r.cpu_pct, r.total_pct
@@ -1244,8 +1428,8 @@ pub struct ContRow {
     pub ratio_max: Option<f64>,
 }
 
-/// cost.bpf.c's cont_modes, in order
-const CONT_MODES: [&str; 6] = [
+/// tool_intf.h's cont_modes, in order: each mode's name
+const CONT_MODES: [&str; ti::cont_modes_CONT_NR as usize] = [
     "shared-atomic",
     "packed-atomic",
     "line-atomic",
@@ -1254,9 +1438,9 @@ const CONT_MODES: [&str; 6] = [
     "wake-shards",
 ];
 const CONT_UPDATES: u32 = 1 << 20;
-/// cost.bpf.c's CONT_TS (stamps per thread) and CONT_TS_CPUS
-const CONT_TS: usize = 4096;
-const CONT_TS_CPUS: usize = 8;
+/// tool_intf.h's CONT_TS (stamps per thread) and CONT_TS_CPUS
+const CONT_TS: usize = ti::cont_consts_CONT_TS as usize;
+const CONT_TS_CPUS: usize = ti::cont_consts_CONT_TS_CPUS as usize;
 /// A round counts only if every thread ran at the same time for this % of the longest
 /// thread's run (from the stamps); two threads time-sliced on one CPU are near 0.
 const CONT_TOGETHER_PCT: f64 = 50.0;
@@ -1415,6 +1599,51 @@ fn contention_run(
     Ok((spans, stamps))
 }
 
+/// Per case of `measure_contention`, per round, Some((ns per update, together %)) where
+/// the round was accepted; the rounds refused per case; the rounds tried.
+type Rounds = (Vec<Vec<Option<(f64, f64)>>>, Vec<u32>, u32);
+
+/// `measure_contention`'s rounds: each every case (mode, threads) back to back, until each
+/// case has --runs accepted rounds or 3 x --runs rounds were tried.
+fn contention_rounds(
+    opts: &CostOpts,
+    bpf: &mut CostBpf<'_>,
+    fd: i32,
+    cpus: &[usize],
+    cases: &[(usize, usize)],
+) -> Result<Rounds> {
+    // per case: per round, Some((ns per update, together %)) if accepted
+    let mut got: Vec<Vec<Option<(f64, f64)>>> = vec![vec![]; cases.len()];
+    let mut refused = vec![0u32; cases.len()];
+    let mut tries = 0;
+    while tries < 3 * opts.runs
+        && got
+            .iter()
+            .any(|g| g.iter().flatten().count() < opts.runs as usize)
+    {
+        tries += 1;
+        for (k, &(mode, t)) in cases.iter().enumerate() {
+            let (spans, stamps) = contention_run(bpf, fd, mode as u32, &cpus[..t], CONT_UPDATES)?;
+            let mean = spans.iter().map(|&(a, b)| (b - a) as f64).sum::<f64>() / t as f64;
+            let ns = mean / CONT_UPDATES as f64;
+            let together = if t > 1 { together_pct(&stamps) } else { 100.0 };
+            if t > 1 && together < CONT_TOGETHER_PCT {
+                refused[k] += 1;
+                eprintln!(
+                    "placement-cost --contention: {} with {t} threads, round {tries} refused: \
+                     the threads ran at once {together:.0} % of the time (per-iteration \
+                     stamps; < {CONT_TOGETHER_PCT} %)",
+                    CONT_MODES[mode]
+                );
+                got[k].push(None);
+            } else {
+                got[k].push(Some((ns, together)));
+            }
+        }
+    }
+    Ok((got, refused, tries))
+}
+
 pub fn measure_contention(opts: &CostOpts) -> Result<Vec<ContRow>> {
     use std::os::fd::{AsFd, AsRawFd};
     let cpus = allowed_cpus()?;
@@ -1434,36 +1663,7 @@ pub fn measure_contention(opts: &CostOpts) -> Result<Vec<ContRow>> {
     let cases: Vec<(usize, usize)> = (0..CONT_MODES.len())
         .flat_map(|m| counts.iter().map(move |&t| (m, t)))
         .collect();
-    // per case: per round, Some((ns per update, together %)) if accepted
-    let mut got: Vec<Vec<Option<(f64, f64)>>> = vec![vec![]; cases.len()];
-    let mut refused = vec![0u32; cases.len()];
-    let mut tries = 0;
-    while tries < 3 * opts.runs
-        && got
-            .iter()
-            .any(|g| g.iter().flatten().count() < opts.runs as usize)
-    {
-        tries += 1;
-        for (k, &(mode, t)) in cases.iter().enumerate() {
-            let (spans, stamps) =
-                contention_run(&mut bpf, fd, mode as u32, &cpus[..t], CONT_UPDATES)?;
-            let mean = spans.iter().map(|&(a, b)| (b - a) as f64).sum::<f64>() / t as f64;
-            let ns = mean / CONT_UPDATES as f64;
-            let together = if t > 1 { together_pct(&stamps) } else { 100.0 };
-            if t > 1 && together < CONT_TOGETHER_PCT {
-                refused[k] += 1;
-                eprintln!(
-                    "placement-cost --contention: {} with {t} threads, round {tries} refused: \
-                     the threads ran at once {together:.0} % of the time (per-iteration \
-                     stamps; < {CONT_TOGETHER_PCT} %)",
-                    CONT_MODES[mode]
-                );
-                got[k].push(None);
-            } else {
-                got[k].push(Some((ns, together)));
-            }
-        }
-    }
+    let (got, refused, tries) = contention_rounds(opts, &mut bpf, fd, &cpus, &cases)?;
     let mut rows = vec![];
     for (k, &(mode, t)) in cases.iter().enumerate() {
         let mut ns: Vec<f64> = got[k].iter().flatten().map(|x| x.0).collect();
@@ -1488,10 +1688,10 @@ pub fn measure_contention(opts: &CostOpts) -> Result<Vec<ContRow>> {
         together.sort_by(|a, b| a.total_cmp(b));
         // wake-shards over wake-queue, round by round where both were accepted
         let mut ratio: Vec<f64> = vec![];
-        if CONT_MODES[mode] == "wake-shards" {
+        if mode == ti::cont_modes_CONT_WAKE_SHARDS as usize {
             let q = cases
                 .iter()
-                .position(|&(m, tt)| CONT_MODES[m] == "wake-queue" && tt == t)
+                .position(|&(m, tt)| m == ti::cont_modes_CONT_WAKE_QUEUE as usize && tt == t)
                 .context("no wake-queue case")?;
             ratio = got[k]
                 .iter()
@@ -1528,41 +1728,8 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
         let rows = measure_contention(opts)?;
         if opts.json {
             println!("{}", serde_json::to_string_pretty(&rows)?);
-            return Ok(());
-        }
-        println!(
-            "# {} (kernel {}), {} rounds of {} updates per thread; a round counts when the \
-             threads ran at once >= {CONT_TOGETHER_PCT} % of the time (per-iteration stamps)",
-            cpu_model(),
-            kernel_release(),
-            opts.runs,
-            CONT_UPDATES
-        );
-        println!(
-            "{:<14} {:>7} {:>9} {:>15} {:>9} {:>6} {:>8}",
-            "mode", "threads", "ns/upd", "min..max", "together%", "rounds", "refused"
-        );
-        for r in &rows {
-            println!(
-                "{:<14} {:>7} {:>9.2} {:>15} {:>9.1} {:>6} {:>8}",
-                r.mode,
-                r.threads,
-                r.ns_per_update,
-                format!("{:.2}..{:.2}", r.ns_min, r.ns_max),
-                r.together_pct,
-                r.runs,
-                r.refused
-            );
-        }
-        for r in rows.iter().filter(|r| r.ratio_to_wake_queue.is_some()) {
-            println!(
-                "wake-shards / wake-queue at {} threads: {:.2} (min {:.2}, max {:.2}, over the \
-                 rounds both accepted)",
-                r.threads,
-                r.ratio_to_wake_queue.unwrap_or(0.0),
-                r.ratio_min.unwrap_or(0.0),
-                r.ratio_max.unwrap_or(0.0)
-            );
+        } else {
+            print_contention(opts, &rows);
         }
         return Ok(());
     }
@@ -1934,7 +2101,7 @@ mod tests {
     fn placement_cost_policies_parse() {
         assert_eq!(
             parse_policy("vanilla+SIS_UTIL").unwrap().1,
-            features::preset(Preset::vanilla()) | bi::sis_feature_FEAT_SIS_UTIL as u64
+            features::preset(Preset::vanilla()) | features::bit::SIS_UTIL
         );
         // a preset's name means that preset: unbounded is vanilla's path, patched-unbounded
         // patched's, both with no scan depth
@@ -1943,7 +2110,7 @@ mod tests {
             ("patched-unbounded", Preset::patched()),
         ] {
             let (_, u) = parse_policy(name).unwrap();
-            let depth = bi::sis_feature_FEAT_SIS_UTIL as u64 | bi::sis_feature_FEAT_SIS_PROP as u64;
+            let depth = features::bit::SIS_UTIL | features::bit::SIS_PROP;
             assert_eq!(u, features::preset(base) & !depth, "{name}");
             assert_eq!(parse_policy(&name.to_uppercase()).unwrap().1, u);
         }

@@ -163,10 +163,10 @@ impl StallProbe {
                     return;
                 }
                 let _ = tx.send(Ok(()));
-                let mut last = crate::sched::bpf_maps::monotonic_ns();
+                let mut last = crate::sched::clock::monotonic_ns();
                 while !s.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_nanos(PROBE_PERIOD_NS));
-                    let now = crate::sched::bpf_maps::monotonic_ns();
+                    let now = crate::sched::clock::monotonic_ns();
                     let late = now.saturating_sub(last + PROBE_PERIOD_NS);
                     if late >= STALL_MIN_NS {
                         if let Ok(mut l) = log.lock() {
@@ -269,89 +269,35 @@ fn arm(sk: &mut skel::WaitlatSkel<'_>) -> Result<()> {
     }
 }
 
-/// Trace wake-ups for `duration` seconds (or until `shutdown`) and report them; with
-/// `long_wait_ms`, the long waits and the stall probe too (the module's doc).
-pub fn measure_long(
-    duration: f64,
-    long_wait_ms: Option<u64>,
-    shutdown: &dyn Fn() -> bool,
-) -> Result<Report> {
-    if unsafe { libc::geteuid() } != 0 {
-        bail!("must run as root: the tracer is loaded through bpf() (try sudo)");
-    }
-    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-        bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing; needs CONFIG_DEBUG_INFO_BTF=y)");
-    }
-    let loading = Instant::now();
-    let mut obj = MaybeUninit::uninit();
-    let long_ns = long_wait_ms.map_or(0, |ms| ms * 1_000_000);
-    let mut sk = load_attached(&mut obj, long_ns)?;
-    // the long waits, drained from the ring buffer while tracing (it holds ~131000)
-    let longs: Rc<RefCell<Vec<LongWait>>> = Rc::default();
-    let rb = if long_ns > 0 {
-        let mut b = libbpf_rs::RingBufferBuilder::new();
-        let l = longs.clone();
-        b.add(&sk.maps.long_waits, move |d: &[u8]| {
-            if d.len() >= 24 {
-                let u = |i: usize| u64::from_ne_bytes(d[i..i + 8].try_into().unwrap_or_default());
-                let i = |i: usize| i32::from_ne_bytes(d[i..i + 4].try_into().unwrap_or_default());
-                l.borrow_mut().push(LongWait {
-                    start_ns: u(0),
-                    end_ns: u(8),
-                    pid: i(16) as u32,
-                    nice: i(20),
-                    ..Default::default()
-                });
-            }
-            0
-        })
-        .context("the latency tracer's long-wait ring buffer")?;
-        Some(
-            b.build()
-                .context("the latency tracer's long-wait ring buffer")?,
-        )
-    } else {
-        None
-    };
-    // the probe runs before the first wait can start and until after the last one ends
-    let probe = if long_ns > 0 {
-        Some(StallProbe::start()?)
-    } else {
-        None
-    };
-    arm(&mut sk)?;
-    let attach_s = loading.elapsed().as_secs_f64();
-    // one line on stderr once wake-ups are traced: a caller can start its load after it
-    eprintln!("scx_sisutil latency: tracing");
-
-    let t0 = Instant::now();
-    let end = t0 + Duration::from_secs_f64(duration);
-    while Instant::now() < end && !shutdown() {
-        let step = Duration::from_millis(50).min(end.saturating_duration_since(Instant::now()));
-        match &rb {
-            Some(rb) => {
-                // EINTR (a signal that asks to stop) is no failure: the loop checks
-                let _ = rb.poll(step);
-            }
-            None => std::thread::sleep(step),
+/// The ring buffer of the long waits (`long_waits`), each pushed onto `longs` as it is read.
+fn long_wait_ring(
+    map: &dyn libbpf_rs::MapCore,
+    longs: &Rc<RefCell<Vec<LongWait>>>,
+) -> Result<libbpf_rs::RingBuffer<'static>> {
+    let mut b = libbpf_rs::RingBufferBuilder::new();
+    let l = longs.clone();
+    b.add(map, move |d: &[u8]| {
+        if d.len() >= 24 {
+            let u = |i: usize| u64::from_ne_bytes(d[i..i + 8].try_into().unwrap_or_default());
+            let i = |i: usize| i32::from_ne_bytes(d[i..i + 4].try_into().unwrap_or_default());
+            l.borrow_mut().push(LongWait {
+                start_ns: u(0),
+                end_ns: u(8),
+                pid: i(16) as u32,
+                nice: i(20),
+                ..Default::default()
+            });
         }
-    }
-    let now = crate::sched::bpf_maps::monotonic_ns();
-    let elapsed = t0.elapsed().as_secs_f64();
-    // detach first: the maps stop changing while they are read (under load, reading takes
-    // a while and the pending map would fill with wake-ups from after `now`)
-    sk.links.waitlat_wakeup = None;
-    sk.links.waitlat_wakeup_new = None;
-    sk.links.waitlat_switch = None;
-    if let Some(rb) = &rb {
-        rb.consume()
-            .context("draining the latency tracer's long-wait ring buffer")?;
-    }
-    let stalls = probe.map(StallProbe::finish);
-    // a second line once the window is over: a caller can stop its load now, so that the
-    // maps are read with the CPUs free (tests/guest/fair-mixed.sh waits for it)
-    eprintln!("scx_sisutil latency: window over after {elapsed:.1} s, reading");
+        0
+    })
+    .context("the latency tracer's long-wait ring buffer")?;
+    b.build()
+        .context("the latency tracer's long-wait ring buffer")
+}
 
+/// The wait histograms per nice level (every level, empty ones too) and over all, summed
+/// over the CPUs.
+fn read_levels(sk: &skel::WaitlatSkel<'_>) -> Result<(Vec<Level>, Level)> {
     let mut levels: Vec<Level> = (0..NR_NICE)
         .map(|k| Level {
             nice: k as i32 - 20,
@@ -395,8 +341,19 @@ pub fn measure_long(
         finish(l, sum, max);
     }
     finish(&mut all, all_sum, all_max);
+    Ok((levels, all))
+}
 
-    // tasks still waiting: their wait so far
+/// The tasks still waiting at `now` (the `pending` map), each counted in its level and in
+/// `all` with its wait so far, and a long wait (`pending`) where it is `long_ns` or more.
+fn read_pending(
+    sk: &skel::WaitlatSkel<'_>,
+    now: u64,
+    long_ns: u64,
+    levels: &mut [Level],
+    all: &mut Level,
+    longs: &RefCell<Vec<LongWait>>,
+) {
     for key in sk.maps.pending.keys() {
         if let Ok(Some(v)) = sk.maps.pending.lookup(&key, MapFlags::ANY) {
             if v.len() < 12 {
@@ -423,30 +380,131 @@ pub fn measure_long(
             all.pending_max_us = all.pending_max_us.max(us(waited));
         }
     }
+}
+
+/// With --long-wait-ms: the long waits net of the stalls the probe saw (`net_of_stalls`),
+/// from the tracer's short-wait maxima and its dropped count.
+fn long_report(
+    sk: &skel::WaitlatSkel<'_>,
+    stalls: Vec<[u64; 2]>,
+    (levels, all): (&mut [Level], &mut Level),
+    longs: &RefCell<Vec<LongWait>>,
+    long_wait_ms: u64,
+) -> Result<LongReport> {
+    let long_dropped = sk.maps.bss_data.as_ref().map_or(0, |b| b.long_dropped);
+    let mut short = vec![0u64; NR_NICE];
+    for (k, m) in short.iter_mut().enumerate() {
+        let per_cpu = crate::sched::bpf_maps::lookup_percpu_as::<u64, _>(
+            &sk.maps.short_max,
+            k as u32,
+            "the latency tracer's short-wait maxima",
+        )?;
+        *m = per_cpu.into_iter().max().unwrap_or(0);
+    }
+    let waits = std::mem::take(&mut *longs.borrow_mut());
+    Ok(net_of_stalls(
+        levels,
+        all,
+        &short,
+        waits,
+        stalls,
+        long_wait_ms,
+        long_dropped,
+    ))
+}
+
+/// Trace for `duration` seconds (or until `shutdown`), draining `rb` meanwhile, then
+/// `detach` and drain it: the window's end (CLOCK_MONOTONIC ns) and its length (s).
+fn trace_window(
+    detach: impl FnOnce(),
+    rb: Option<&libbpf_rs::RingBuffer<'_>>,
+    duration: f64,
+    shutdown: &dyn Fn() -> bool,
+) -> Result<(u64, f64)> {
+    let t0 = Instant::now();
+    let end = t0 + Duration::from_secs_f64(duration);
+    while Instant::now() < end && !shutdown() {
+        let step = Duration::from_millis(50).min(end.saturating_duration_since(Instant::now()));
+        match rb {
+            Some(rb) => {
+                // EINTR (a signal that asks to stop) is no failure: the loop checks
+                let _ = rb.poll(step);
+            }
+            None => std::thread::sleep(step),
+        }
+    }
+    let now = crate::sched::clock::monotonic_ns();
+    let elapsed = t0.elapsed().as_secs_f64();
+    // detach first: the maps stop changing while they are read (under load, reading takes
+    // a while and the pending map would fill with wake-ups from after `now`)
+    detach();
+    if let Some(rb) = rb {
+        rb.consume()
+            .context("draining the latency tracer's long-wait ring buffer")?;
+    }
+    Ok((now, elapsed))
+}
+
+/// Trace wake-ups for `duration` seconds (or until `shutdown`) and report them; with
+/// `long_wait_ms`, the long waits and the stall probe too (the module's doc).
+pub fn measure_long(
+    duration: f64,
+    long_wait_ms: Option<u64>,
+    shutdown: &dyn Fn() -> bool,
+) -> Result<Report> {
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("must run as root: the tracer is loaded through bpf() (try sudo)");
+    }
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        bail!("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing; needs CONFIG_DEBUG_INFO_BTF=y)");
+    }
+    let loading = Instant::now();
+    let mut obj = MaybeUninit::uninit();
+    let long_ns = long_wait_ms.map_or(0, |ms| ms * 1_000_000);
+    let mut sk = load_attached(&mut obj, long_ns)?;
+    // the long waits, drained from the ring buffer while tracing (it holds ~131000)
+    let longs: Rc<RefCell<Vec<LongWait>>> = Rc::default();
+    let rb = if long_ns > 0 {
+        Some(long_wait_ring(&sk.maps.long_waits, &longs)?)
+    } else {
+        None
+    };
+    // the probe runs before the first wait can start and until after the last one ends
+    let probe = if long_ns > 0 {
+        Some(StallProbe::start()?)
+    } else {
+        None
+    };
+    arm(&mut sk)?;
+    let attach_s = loading.elapsed().as_secs_f64();
+    // one line on stderr once wake-ups are traced: a caller can start its load after it
+    eprintln!("scx_sisutil latency: tracing");
+
+    let links = &mut sk.links;
+    let detach = || {
+        links.waitlat_wakeup = None;
+        links.waitlat_wakeup_new = None;
+        links.waitlat_switch = None;
+    };
+    let (now, elapsed) = trace_window(detach, rb.as_ref(), duration, shutdown)?;
+    let stalls = probe.map(StallProbe::finish);
+    // a second line once the window is over: a caller can stop its load now, so that the
+    // maps are read with the CPUs free (tests/guest/fair-mixed.sh waits for it)
+    eprintln!("scx_sisutil latency: window over after {elapsed:.1} s, reading");
+
+    let (mut levels, mut all) = read_levels(&sk)?;
+
+    // tasks still waiting: their wait so far
+    read_pending(&sk, now, long_ns, &mut levels, &mut all, &longs);
     let dropped = sk.maps.bss_data.as_ref().map_or(0, |b| b.dropped);
     let long = match stalls {
-        Some(stalls) => {
-            let long_dropped = sk.maps.bss_data.as_ref().map_or(0, |b| b.long_dropped);
-            let mut short = vec![0u64; NR_NICE];
-            for (k, m) in short.iter_mut().enumerate() {
-                let per_cpu = crate::sched::bpf_maps::lookup_percpu_as::<u64, _>(
-                    &sk.maps.short_max,
-                    k as u32,
-                    "the latency tracer's short-wait maxima",
-                )?;
-                *m = per_cpu.into_iter().max().unwrap_or(0);
-            }
-            let waits = std::mem::take(&mut *longs.borrow_mut());
-            Some(net_of_stalls(
-                &mut levels,
-                &mut all,
-                &short,
-                waits,
-                stalls,
-                long_wait_ms.unwrap_or(0),
-                long_dropped,
-            ))
-        }
+        Some(stalls) => Some(long_report(
+            &sk,
+            stalls,
+            (&mut levels, &mut all),
+            &longs,
+            long_wait_ms.unwrap_or(0),
+        )?),
         None => None,
     };
     let rep = Report {

@@ -124,7 +124,7 @@ pub fn render<T: serde::Serialize + ?Sized>(
     // character from a report is replaced
     let title: String = title
         .split('\n')
-        .map(|l| crate::sched::stats::printable(l, MAX_TITLE))
+        .map(|l| crate::sched::text::printable(l, MAX_TITLE))
         .collect::<Vec<_>>()
         .join("\n")
         .chars()

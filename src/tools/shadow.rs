@@ -14,7 +14,7 @@
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, OpenObject, PerfBufferBuilder, ProgramInput};
+use libbpf_rs::{MapCore, OpenObject, PerfBufferBuilder};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -26,11 +26,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bpf_intf as bi;
+use crate::sched::bpf_maps::run_with_ctx;
 use crate::sched::features;
+use crate::sched::opts::DEFAULT_IMBALANCE_PCT;
 use crate::sched::sis_fit::FitRow;
 use crate::sched::sis_util_depth::DepthRules;
 use crate::sched::topology::{copy_same_c_type, TopoDesc};
 use crate::tools::cost::parse_policy;
+use crate::tools::tool_intf as ti;
 
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/shadow_skel.rs"));
@@ -40,7 +43,7 @@ mod rskel {
 }
 use rskel::{ShadowReplaySkel, ShadowReplaySkelBuilder};
 use skel::types::shadow_rec as Rec;
-use skel::ShadowSkelBuilder;
+use skel::{ShadowSkel, ShadowSkelBuilder};
 
 /// `--record FILE` / `--replay FILE...`: the recordings' format and their replay
 #[path = "shadow_corpus.rs"]
@@ -51,13 +54,13 @@ const WORDS: usize = MAX_CPUS / 64;
 const STAT_NR: usize = bi::sis_stat_STAT_NR as usize;
 /// WF_SYNC, WF_CURRENT_CPU (kernel/sched/sched.h)
 const WF_CURRENT_CPU: u32 = 0x40;
-/// shadow.bpf.c's SHADOW_UNK_SYNC, SHADOW_UNK_IN_TASK
-const UNK_SYNC: u32 = 1;
-const UNK_IN_TASK: u32 = 2;
-/// shadow.bpf.c's SHADOW_PC_*: the layout of the waker's preempt_count()
-const PC_LEGACY: u32 = 1;
-const PC_IRQ_DISABLE_NMI_BIT: u32 = 2;
-const PC_IRQ_DISABLE: u32 = 3;
+/// tool_intf.h's shadow_unknown: the inputs an attachment cannot read
+const UNK_SYNC: u32 = ti::shadow_unknown_SHADOW_UNK_SYNC;
+const UNK_IN_TASK: u32 = ti::shadow_unknown_SHADOW_UNK_IN_TASK;
+/// tool_intf.h's shadow_pc_layout: the layout of the waker's preempt_count()
+const PC_LEGACY: u32 = ti::shadow_pc_layout_SHADOW_PC_LEGACY;
+const PC_IRQ_DISABLE_NMI_BIT: u32 = ti::shadow_pc_layout_SHADOW_PC_IRQ_DISABLE_NMI_BIT;
+const PC_IRQ_DISABLE: u32 = ti::shadow_pc_layout_SHADOW_PC_IRQ_DISABLE;
 /// include/linux/preempt.h: SOFTIRQ_OFFSET, and HARDIRQ_MASK | NMI_MASK per layout
 const SOFTIRQ_OFFSET: u32 = 0x100;
 const HARDIRQ_NMI_LEGACY: u32 = 0x000f_0000 | 0x00f0_0000;
@@ -145,16 +148,16 @@ impl Attach {
     }
 }
 
-/// shadow.bpf.c's enum shadow_cnt from SHADOW_TP_NOT_FAIR on: wake-ups the tracepoints saw
-/// but did not output, by why (index, JSON name).
+/// tool_intf.h's enum shadow_cnt from SHADOW_TP_NOT_FAIR on: wake-ups the tracepoints saw
+/// but did not output, by why (counter, JSON name).
 const TP_SKIPS: [(u32, &str); 7] = [
-    (3, "not_fair_class"),
-    (4, "no_selection_one_cpu"),
-    (5, "on_rq_ttwu_runnable"),
-    (6, "on_cpu_wakelist"),
-    (7, "ambiguous_on_cpu"),
-    (8, "nested_lost"),
-    (9, "rq_not_learned"),
+    (ti::shadow_cnt_SHADOW_TP_NOT_FAIR, "not_fair_class"),
+    (ti::shadow_cnt_SHADOW_TP_NO_SELECT, "no_selection_one_cpu"),
+    (ti::shadow_cnt_SHADOW_TP_ON_RQ, "on_rq_ttwu_runnable"),
+    (ti::shadow_cnt_SHADOW_TP_ON_CPU, "on_cpu_wakelist"),
+    (ti::shadow_cnt_SHADOW_TP_AMBIGUOUS, "ambiguous_on_cpu"),
+    (ti::shadow_cnt_SHADOW_TP_NESTED, "nested_lost"),
+    (ti::shadow_cnt_SHADOW_RQ_MISMATCH, "rq_not_learned"),
 ];
 
 /// One policy's counterfactual over the compared wake-ups.
@@ -381,7 +384,7 @@ struct Recording {
 
 /// The first line of a libbpf error, printable.
 fn first_line(e: &str) -> String {
-    crate::sched::stats::printable(e.lines().next().unwrap_or(""), 200)
+    crate::sched::text::printable(e.lines().next().unwrap_or(""), 200)
 }
 
 /// libbpf's own log (a refused load prints the verifier's, some thousand lines, and hints
@@ -406,142 +409,177 @@ fn record(
     let mut errs = vec![];
     for &mode in modes {
         let mut obj = MaybeUninit::<OpenObject>::uninit();
-        let mut open = ShadowSkelBuilder::default()
-            .open(&mut obj)
-            .context("opening the shadow BPF object")?;
-        open.progs.scx_lib_init_probe.set_autoload(false);
-        let (fentry, kprobe, tp) = (
-            mode == Attach::Fentry,
-            mode == Attach::Kprobe,
-            mode == Attach::Tracepoint,
-        );
-        open.progs.shadow_fentry.set_autoload(fentry);
-        open.progs.shadow_fexit.set_autoload(fentry);
-        open.progs.shadow_kprobe.set_autoload(kprobe);
-        open.progs.shadow_kretprobe.set_autoload(kprobe);
-        open.progs.shadow_waking.set_autoload(tp);
-        open.progs.shadow_migrate.set_autoload(tp);
-        open.progs.shadow_csd.set_autoload(tp);
-        open.progs.shadow_wakeup.set_autoload(tp);
-        let ro = open.maps.rodata_data.as_mut().context("no rodata")?;
-        // SAFETY: both are intf.h's struct sis_topo
-        unsafe { copy_same_c_type(topo, &mut ro.topo) };
-        ro.record_comm = comm;
-        if let Some(r) = kallsyms_ranges(&SYNC_FNS) {
-            for (i, (lo, hi)) in r.into_iter().enumerate() {
-                ro.sync_fn_lo[i] = lo;
-                ro.sync_fn_hi[i] = hi;
-            }
-        }
-        let mode = mode.name();
-        let mut skel = match open.load() {
-            Ok(s) => s,
+        let traced = match tracer(&mut obj, topo, mode, comm)? {
+            Ok(skel) => trace(skel, topo, mode, secs, stop),
             Err(e) => {
-                let e = first_line(&e.to_string());
-                log::info!("shadow: {mode} refused at load ({e})");
-                errs.push(format!("{mode}: load: {e}"));
+                errs.push(e);
                 continue;
             }
         };
-        if let Err(e) = skel.attach() {
-            let e = first_line(&e.to_string());
-            log::info!("shadow: {mode} refused at attach ({e})");
-            errs.push(format!("{mode}: attach: {e}"));
-            continue;
-        }
-        // rq_not_learned counts from the end of the warm-up (SHADOW_RQ_MISMATCH = 9)
-        let mut unlearned_warm_up = 0u64;
-        if tp {
-            warm_up_cpus(topo.nr_cpu_ids as usize);
-            if let Ok(Some(vals)) = skel
-                .maps
-                .counters
-                .lookup_percpu(&9u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
-            {
-                unlearned_warm_up = vals
-                    .iter()
-                    .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
-                    .sum();
-            }
-        }
-        let kept = Rc::new(RefCell::new(Vec::<Rec>::new()));
-        let lost = Rc::new(RefCell::new(0u64));
-        let not_kept = Rc::new(RefCell::new(0u64));
-        let (k2, l2, n2) = (kept.clone(), lost.clone(), not_kept.clone());
-        let pb = PerfBufferBuilder::new(&skel.maps.events)
-            .pages(1024)
-            .sample_cb(move |_cpu, data: &[u8]| {
-                if data.len() < std::mem::size_of::<Rec>() {
-                    return;
-                }
-                let mut k = k2.borrow_mut();
-                if k.len() >= MAX_KEPT {
-                    *n2.borrow_mut() += 1;
-                    return;
-                }
-                // SAFETY: the record is shadow.bpf.c's struct shadow_rec, plain integers
-                let mut r = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const Rec) };
-                apply_in_task(&mut r);
-                k.push(r);
-            })
-            .lost_cb(move |_cpu, n| *l2.borrow_mut() += n)
-            .build()
-            .context("opening the per-CPU perf rings")?;
-        let end = Instant::now() + Duration::from_secs(secs);
-        while Instant::now() < end && !stop.load(Ordering::Relaxed) {
-            pb.poll(Duration::from_millis(100))
-                .context("polling the perf rings")?;
-        }
-        // detach first, then drain what is left
-        drop(std::mem::take(&mut skel.links));
-        pb.consume().context("draining the perf rings")?;
-        drop(pb);
-        // shadow.bpf.c's enum shadow_cnt, summed over the CPUs
-        let count = |i: u32| -> Result<u64> {
-            let vals = skel
-                .maps
-                .counters
-                .lookup_percpu(&i.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
-                .context("reading the tracer's counters")?
-                .unwrap_or_default();
-            Ok(vals
-                .iter()
-                .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
-                .sum())
-        };
-        let failed = count(1)?; // SHADOW_OUT_FAILED
-        let mut skipped = BTreeMap::new();
-        for (i, name) in TP_SKIPS {
-            let mut n = count(i)?;
-            if i == 9 {
-                n = n.saturating_sub(unlearned_warm_up);
-            }
-            if n > 0 || tp {
-                skipped.insert(name.to_string(), n);
-            }
-        }
-        let dropped = *lost.borrow() + failed;
-        let recs = kept.borrow().clone();
-        let not_kept = *not_kept.borrow();
-        // SHADOW_SYNC_INFER_OK, _BAD
-        let sync_check = if tp {
-            None
-        } else {
-            Some((count(10)?, count(11)?))
-        };
-        return Ok(Recording {
-            recs,
-            attach: mode,
-            dropped,
-            not_kept,
-            skipped,
-            sync_check,
-        });
+        return traced;
     }
     bail!(
         "cannot trace the kernel's wake-ups here ({}); fentry needs BPF trampolines, kprobe CONFIG_KPROBES, tracepoint BTF and tp_btf",
         errs.join("; ")
     )
+}
+
+/// The tracer object with `mode`'s programs only, loaded and attached; `Ok(Err(why))`, one
+/// line, where this kernel refuses it (the next mode may do).
+fn tracer<'obj>(
+    obj: &'obj mut MaybeUninit<OpenObject>,
+    topo: &bi::sis_topo,
+    mode: Attach,
+    comm: bool,
+) -> Result<std::result::Result<ShadowSkel<'obj>, String>> {
+    let mut open = ShadowSkelBuilder::default()
+        .open(obj)
+        .context("opening the shadow BPF object")?;
+    open.progs.scx_lib_init_probe.set_autoload(false);
+    let (fentry, kprobe, tp) = (
+        mode == Attach::Fentry,
+        mode == Attach::Kprobe,
+        mode == Attach::Tracepoint,
+    );
+    open.progs.shadow_fentry.set_autoload(fentry);
+    open.progs.shadow_fexit.set_autoload(fentry);
+    open.progs.shadow_kprobe.set_autoload(kprobe);
+    open.progs.shadow_kretprobe.set_autoload(kprobe);
+    open.progs.shadow_waking.set_autoload(tp);
+    open.progs.shadow_migrate.set_autoload(tp);
+    open.progs.shadow_csd.set_autoload(tp);
+    open.progs.shadow_wakeup.set_autoload(tp);
+    let ro = open.maps.rodata_data.as_mut().context("no rodata")?;
+    // SAFETY: both are intf.h's struct sis_topo
+    unsafe { copy_same_c_type(topo, &mut ro.topo) };
+    ro.record_comm = comm;
+    if let Some(r) = kallsyms_ranges(&SYNC_FNS) {
+        for (i, (lo, hi)) in r.into_iter().enumerate() {
+            ro.sync_fn_lo[i] = lo;
+            ro.sync_fn_hi[i] = hi;
+        }
+    }
+    let mode = mode.name();
+    let mut skel = match open.load() {
+        Ok(s) => s,
+        Err(e) => {
+            let e = first_line(&e.to_string());
+            log::info!("shadow: {mode} refused at load ({e})");
+            return Ok(Err(format!("{mode}: load: {e}")));
+        }
+    };
+    if let Err(e) = skel.attach() {
+        let e = first_line(&e.to_string());
+        log::info!("shadow: {mode} refused at attach ({e})");
+        return Ok(Err(format!("{mode}: attach: {e}")));
+    }
+    Ok(Ok(skel))
+}
+
+/// The tracer's counter `i` (tool_intf.h's enum shadow_cnt), summed over the CPUs.
+fn tracer_count(skel: &ShadowSkel<'_>, i: u32) -> Result<u64> {
+    let vals = skel
+        .maps
+        .counters
+        .lookup_percpu(&i.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+        .context("reading the tracer's counters")?
+        .unwrap_or_default();
+    Ok(vals
+        .iter()
+        .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+        .sum())
+}
+
+/// Trace with the attached `skel` for `secs` (or until `stop`): the records, and from the
+/// tracer's counters what it lost, skipped and checked.
+fn trace(
+    mut skel: ShadowSkel<'_>,
+    topo: &bi::sis_topo,
+    mode: Attach,
+    secs: u64,
+    stop: &Arc<AtomicBool>,
+) -> Result<Recording> {
+    let tp = mode == Attach::Tracepoint;
+    // rq_not_learned counts from the end of the warm-up
+    let mut unlearned_warm_up = 0u64;
+    if tp {
+        warm_up_cpus(topo.nr_cpu_ids as usize);
+        unlearned_warm_up = tracer_count(&skel, ti::shadow_cnt_SHADOW_RQ_MISMATCH).unwrap_or(0);
+    }
+    let (recs, lost, not_kept) = collect(&mut skel, secs, stop)?;
+    let failed = tracer_count(&skel, ti::shadow_cnt_SHADOW_OUT_FAILED)?;
+    let mut skipped = BTreeMap::new();
+    for (i, name) in TP_SKIPS {
+        let mut n = tracer_count(&skel, i)?;
+        if i == ti::shadow_cnt_SHADOW_RQ_MISMATCH {
+            n = n.saturating_sub(unlearned_warm_up);
+        }
+        if n > 0 || tp {
+            skipped.insert(name.to_string(), n);
+        }
+    }
+    let sync_check = if tp {
+        None
+    } else {
+        Some((
+            tracer_count(&skel, ti::shadow_cnt_SHADOW_SYNC_INFER_OK)?,
+            tracer_count(&skel, ti::shadow_cnt_SHADOW_SYNC_INFER_BAD)?,
+        ))
+    };
+    Ok(Recording {
+        recs,
+        attach: mode.name(),
+        dropped: lost + failed,
+        not_kept,
+        skipped,
+        sync_check,
+    })
+}
+
+/// The records of the per-CPU perf rings for `secs` (or until `stop`), then the tracer
+/// detached and the rings drained: the records kept (at most MAX_KEPT), the records the
+/// rings lost, and those not kept.
+fn collect(
+    skel: &mut ShadowSkel<'_>,
+    secs: u64,
+    stop: &Arc<AtomicBool>,
+) -> Result<(Vec<Rec>, u64, u64)> {
+    let kept = Rc::new(RefCell::new(Vec::<Rec>::new()));
+    let lost = Rc::new(RefCell::new(0u64));
+    let not_kept = Rc::new(RefCell::new(0u64));
+    let (k2, l2, n2) = (kept.clone(), lost.clone(), not_kept.clone());
+    let pb = PerfBufferBuilder::new(&skel.maps.events)
+        .pages(1024)
+        .sample_cb(move |_cpu, data: &[u8]| {
+            if data.len() < std::mem::size_of::<Rec>() {
+                return;
+            }
+            let mut k = k2.borrow_mut();
+            if k.len() >= MAX_KEPT {
+                *n2.borrow_mut() += 1;
+                return;
+            }
+            // SAFETY: the record is shadow.bpf.c's struct shadow_rec, plain integers
+            let mut r = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const Rec) };
+            apply_in_task(&mut r);
+            k.push(r);
+        })
+        .lost_cb(move |_cpu, n| *l2.borrow_mut() += n)
+        .build()
+        .context("opening the per-CPU perf rings")?;
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end && !stop.load(Ordering::Relaxed) {
+        pb.poll(Duration::from_millis(100))
+            .context("polling the perf rings")?;
+    }
+    // detach first, then drain what is left
+    drop(std::mem::take(&mut skel.links));
+    pb.consume().context("draining the perf rings")?;
+    drop(pb);
+    let recs = kept.borrow().clone();
+    let lost = *lost.borrow();
+    let not_kept = *not_kept.borrow();
+    Ok((recs, lost, not_kept))
 }
 
 /// The replay object, its machine set per snapshot.
@@ -588,6 +626,8 @@ impl<'obj> Replay<'obj> {
 
     /// Set the machine from `r` (idle mask `idle`) and run `replay` (force < -1) or
     /// `replay_steps` (force >= -1: -1 wake_affine's target, else that target).
+    // long: branch depth (#36) rewrites this (classification, race re-read, depth block);
+    // split into steps once it has merged, not before (one conflict less)
     fn run(
         &mut self,
         r: &Rec,
@@ -669,30 +709,17 @@ impl<'obj> Replay<'obj> {
         a.jiffies = r.jiffies;
         a.waker_load = r.waker_load;
         a.wakee_load = r.wakee_load;
-        a.imbalance_pct = bi::sis_consts_DEFAULT_IMBALANCE_PCT as u64;
+        a.imbalance_pct = DEFAULT_IMBALANCE_PCT;
         a.idle = *idle;
         a.allowed = words(&r.allowed);
         a.cpu = -2;
-        // SAFETY: viewed as bytes for the call
-        let bytes = unsafe {
-            std::slice::from_raw_parts_mut(
-                &mut a as *mut bi::sis_test_args as *mut u8,
-                std::mem::size_of::<bi::sis_test_args>(),
-            )
-        };
-        let input = ProgramInput {
-            context_in: Some(bytes),
-            ..Default::default()
-        };
         let prog = if steps {
             &self.skel.progs.replay_steps
         } else {
             &self.skel.progs.replay
         };
-        let ret = prog
-            .test_run(input)
-            .context("BPF_PROG_TEST_RUN of the replay")?
-            .return_value;
+        // SAFETY: intf.h's struct sis_test_args, plain integers
+        let ret = unsafe { run_with_ctx(prog, &mut a) }.context("the replay")?;
         if ret != 0 || a.cpu == -2 {
             bail!("the replay program did not run ({ret})");
         }
@@ -949,6 +976,8 @@ fn analyse(
 }
 
 /// analyse() on a loaded replay object (the corpus replays a file in chunks through one)
+// long: branch depth (#36) rewrites this (classification, race re-read, depth block);
+// split into steps once it has merged, not before (one conflict less)
 fn analyse_with(
     rp: &mut Replay,
     recs: &[Rec],
@@ -1079,6 +1108,21 @@ fn analyse_with(
     })
 }
 
+/// The policy table of a live run or a replay (after a blank line), the policy column `w`
+/// wide.
+fn print_policies(rows: &[PolicyRow], w: usize) {
+    println!(
+        "\n{:<w$} {:>9} {:>14} {:>12} {:>15}",
+        "policy", "wakeups", "cpus/wakeup", "idle found%", "same as kernel%"
+    );
+    for p in rows {
+        println!(
+            "{:<w$} {:>9} {:>14.3} {:>12.2} {:>15.2}",
+            p.policy, p.wakeups, p.cpus_examined_per_wakeup, p.idle_found_pct, p.same_as_kernel_pct
+        );
+    }
+}
+
 fn print_table(rep: &Report) {
     println!(
         "kernel {}  attach {}  HZ {}  features {} ({})",
@@ -1122,16 +1166,7 @@ fn print_table(rep: &Report) {
             m.agreed, m.compared, m.agreement_pct
         );
     }
-    println!(
-        "\n{:<12} {:>9} {:>14} {:>12} {:>15}",
-        "policy", "wakeups", "cpus/wakeup", "idle found%", "same as kernel%"
-    );
-    for p in &rep.policies {
-        println!(
-            "{:<12} {:>9} {:>14.3} {:>12.2} {:>15.2}",
-            p.policy, p.wakeups, p.cpus_examined_per_wakeup, p.idle_found_pct, p.same_as_kernel_pct
-        );
-    }
+    print_policies(&rep.policies, 12);
     println!("fitted depth: {}", rep.sis_fit);
 }
 
@@ -1149,6 +1184,8 @@ ax[1].set_xticks(list(x)); ax[1].set_xticklabels(names); ax[1].set_ylabel("CPUs 
 fig.suptitle(title, fontsize=9); fig.tight_layout(); fig.savefig(out, format="png", dpi=100)
 "#;
 
+// long: branch depth (#36) rewrites this (classification, race re-read, depth block);
+// split into steps once it has merged, not before (one conflict less)
 pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     if !opts.replay.is_empty() {
         return corpus::replay_main(opts);
@@ -1285,11 +1322,8 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
 mod tests {
     use super::*;
 
-    const F_SIS_UTIL: u64 = bi::sis_feature_FEAT_SIS_UTIL as u64;
-    const F_SIS_CORE: u64 = bi::sis_feature_FEAT_SIS_CORE as u64;
-    const F_WA_IDLE_PREV: u64 = bi::sis_feature_FEAT_WA_IDLE_PREV as u64;
-    const F_WA_WEIGHT: u64 = bi::sis_feature_FEAT_WA_WEIGHT as u64;
-    const KERNEL: u64 = F_SIS_UTIL | F_SIS_CORE | F_WA_IDLE_PREV | F_WA_WEIGHT;
+    use crate::sched::features::bit;
+    const KERNEL: u64 = bit::SIS_UTIL | bit::SIS_CORE | bit::WA_IDLE_PREV | bit::WA_WEIGHT;
 
     /// A wake-up on `cpus` CPUs: every CPU read, the ones in `idle` idle (at entry and exit),
     /// p allowed everywhere, SIS_UTIL depth `scan` on both LLCs, no idle core.
@@ -1615,6 +1649,8 @@ mod tests {
     /// name CPUs of this machine, the tracer must have learned every CPU's rq, and WF_SYNC
     /// must have been read from the call stack, sync for many of them.
     #[test]
+    // long: one scenario on this host (two threads waking each other, the tracer, every check
+    // on its records); its steps share the threads and the recording
     fn shadow_tracepoint_records_this_host() {
         use std::io::{Read, Write};
         use std::os::unix::net::UnixStream;

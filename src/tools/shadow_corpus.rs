@@ -580,6 +580,7 @@ pub struct ReplayArgs {
 }
 
 /// Replay one file: its report row and its sums.
+// long: branch replay-fast (#38, batched replay) rewrites it; split into steps there
 fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
     let mut rd = Reader::open(path)?;
     let desc = rd.topo()?;
@@ -826,16 +827,7 @@ fn print_replay(r: &ReplayReport) {
     for (step, n) in &t.disagreements {
         println!("  disagreement at {step:<20} {n}");
     }
-    println!(
-        "\n{:<16} {:>9} {:>14} {:>12} {:>15}",
-        "policy", "wakeups", "cpus/wakeup", "idle found%", "same as kernel%"
-    );
-    for p in &t.policies {
-        println!(
-            "{:<16} {:>9} {:>14.3} {:>12.2} {:>15.2}",
-            p.policy, p.wakeups, p.cpus_examined_per_wakeup, p.idle_found_pct, p.same_as_kernel_pct
-        );
-    }
+    super::print_policies(&t.policies, 16);
     println!("fitted depth: {}", r.sis_fit);
 }
 

@@ -40,6 +40,7 @@
 #include "ctx.bpf.h"
 #include "decide.bpf.h"
 #include "steal.bpf.h"
+#include "tool_intf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -48,15 +49,6 @@ char _license[] SEC("license") = "GPL";
 u16 wakers[MAX_CPUS];
 /* each LLC's has_idle_cores, restored before each placement */
 u8 llc_idle_cores[MAX_LLCS];
-
-enum cost_consts {
-	COST_HIST		= 4096,	/* per-placement histogram: 1 ns buckets, the last one open */
-	COST_EVICT_LINES	= 1 << 16, /* --cold: 64 B lines written between placements (4 MiB) */
-	/* --omit: the feature word's lookup, wake_allowed, the kick search (wake-up and tick) */
-	COST_OMIT_FEATURES	= 1,
-	COST_OMIT_ALLOWED	= 4,
-	COST_OMIT_KICK		= 16,
-};
 
 struct cost_cfg {
 	u32 nr_wakers;
@@ -359,25 +351,10 @@ int placement_cost(void *ctx)
  * threads ran at the same time (not merely within overlapping windows, as
  * two threads sharing one CPU do). One clock read per 256 updates or more.
  */
-enum cont_modes {
-	CONT_SHARED,
-	CONT_PACKED,
-	CONT_LINES,
-	CONT_LOCAL,
-	CONT_WAKE_QUEUE,
-	CONT_WAKE_SHARDS,
-	CONT_NR,
-};
-
 struct cont_cfg {
 	u32 mode;
 	u32 iters;		/* updates, a multiple of 16 */
 	u32 ts_shift;		/* a stamp every 2^ts_shift steps */
-};
-
-enum cont_consts {
-	CONT_TS		= 4096,	/* stamps per thread */
-	CONT_TS_CPUS	= 8,	/* CPUs whose threads stamp */
 };
 
 struct cont_cfg cont_cfg;

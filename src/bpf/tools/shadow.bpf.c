@@ -33,6 +33,7 @@
  */
 #include <scx/common.bpf.h>
 #include "intf.h"
+#include "tool_intf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -105,21 +106,6 @@ struct shadow_rec {
 	char wakee_comm[16];
 };
 
-/*
- * shadow_rec.pc_layout: where include/linux/preempt.h puts the hardirq and NMI counts.
- * Legacy: hardirq 16-19, NMI 20-23. With counted interrupt disabling (the per-CPU
- * local_interrupt_disable_state exists; 7.x): bits 16-23 count hardirq *disabling*, hardirq
- * 24-27, NMI bit 28 (nesting in the per-CPU nmi_nesting) or, with a 64-bit preempt count
- * (HAS_SEPARATE_PREEMPT_RESCHED_BITS, no nmi_nesting), bits 28-31.
- */
-#define SHADOW_PC_LEGACY		1
-#define SHADOW_PC_IRQ_DISABLE_NMI_BIT	2
-#define SHADOW_PC_IRQ_DISABLE		3
-
-/* shadow_rec.unknown: inputs the tracepoints cannot read (src/tools/shadow.rs replays both values) */
-#define SHADOW_UNK_SYNC		1	/* wake_flags: WF_SYNC is not an argument of sched_waking */
-#define SHADOW_UNK_IN_TASK	2	/* in_task(): no preempt_count without its per-CPU symbol */
-
 /* the skeleton exports the record's type through this */
 struct shadow_rec shadow_rec_layout;
 
@@ -143,23 +129,6 @@ struct {
 	__uint(key_size, sizeof(u32));
 	__uint(value_size, sizeof(u32));
 } events SEC(".maps");
-
-enum shadow_cnt {
-	SHADOW_CALLS,		/* entries seen */
-	SHADOW_OUT_FAILED,	/* records the perf ring refused (full) */
-	SHADOW_UNMATCHED,	/* exits without an entry */
-	/* tracepoints: wake-ups not output, by why (src/tools/shadow.rs names them) */
-	SHADOW_TP_NOT_FAIR,	/* prio < MAX_RT_PRIO: RT/DL class, not select_task_rq_fair */
-	SHADOW_TP_NO_SELECT,	/* one allowed CPU or migration disabled: select_task_rq() skips the class */
-	SHADOW_TP_ON_RQ,	/* p->on_rq: ttwu_runnable() (delayed dequeue too), no selection */
-	SHADOW_TP_ON_CPU,	/* wakelist while p->on_cpu (TTWU_QUEUE), no selection */
-	SHADOW_TP_AMBIGUOUS,	/* p->on_cpu at sched_waking, no migration, wakelist: either path */
-	SHADOW_TP_NESTED,	/* a sched_waking before the previous one closed (that one lost) */
-	SHADOW_RQ_MISMATCH,	/* tracepoints: a CPU's rq not learned yet, or rq->cpu != cpu */
-	SHADOW_SYNC_INFER_OK,	/* fentry/kprobe: the stack's WF_SYNC == wake_flags' */
-	SHADOW_SYNC_INFER_BAD,	/* fentry/kprobe: they differ */
-	SHADOW_NR_CNT,
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The shipped tools' BPF interface: the numbers src/bpf/tools/shadow.bpf.c and
+ * src/bpf/tools/cost.bpf.c share with their Rust halves (src/tools/shadow.rs, cost.rs),
+ * bindgen'd by build.rs into crate::tools::tool_intf, as intf.h is for the scheduler.
+ * Nothing of the scheduler includes it.
+ */
+#ifndef __SISUTIL_TOOL_INTF_H
+#define __SISUTIL_TOOL_INTF_H
+
+/* shadow.bpf.c */
+
+/*
+ * shadow_rec.pc_layout: where include/linux/preempt.h puts the hardirq and NMI counts.
+ * Legacy: hardirq 16-19, NMI 20-23. With counted interrupt disabling (the per-CPU
+ * local_interrupt_disable_state exists; 7.x): bits 16-23 count hardirq *disabling*, hardirq
+ * 24-27, NMI bit 28 (nesting in the per-CPU nmi_nesting) or, with a 64-bit preempt count
+ * (HAS_SEPARATE_PREEMPT_RESCHED_BITS, no nmi_nesting), bits 28-31.
+ */
+enum shadow_pc_layout {
+	SHADOW_PC_LEGACY		= 1,
+	SHADOW_PC_IRQ_DISABLE_NMI_BIT	= 2,
+	SHADOW_PC_IRQ_DISABLE		= 3,
+};
+
+/* shadow_rec.unknown: inputs the tracepoints cannot read (src/tools/shadow.rs replays both values) */
+enum shadow_unknown {
+	/* wake_flags: WF_SYNC is not an argument of sched_waking */
+	SHADOW_UNK_SYNC		= 1,
+	/* in_task(): no preempt_count without its per-CPU symbol */
+	SHADOW_UNK_IN_TASK	= 2,
+};
+
+/* the tracer's per-CPU counters (map `counters`), by index */
+enum shadow_cnt {
+	SHADOW_CALLS,		/* entries seen */
+	SHADOW_OUT_FAILED,	/* records the perf ring refused (full) */
+	SHADOW_UNMATCHED,	/* exits without an entry */
+	/* tracepoints: wake-ups not output, by why (src/tools/shadow.rs names them) */
+	SHADOW_TP_NOT_FAIR,	/* prio < MAX_RT_PRIO: RT/DL class, not select_task_rq_fair */
+	SHADOW_TP_NO_SELECT,	/* one allowed CPU or migration disabled: select_task_rq() skips the class */
+	SHADOW_TP_ON_RQ,	/* p->on_rq: ttwu_runnable() (delayed dequeue too), no selection */
+	SHADOW_TP_ON_CPU,	/* wakelist while p->on_cpu (TTWU_QUEUE), no selection */
+	SHADOW_TP_AMBIGUOUS,	/* p->on_cpu at sched_waking, no migration, wakelist: either path */
+	SHADOW_TP_NESTED,	/* a sched_waking before the previous one closed (that one lost) */
+	SHADOW_RQ_MISMATCH,	/* tracepoints: a CPU's rq not learned yet, or rq->cpu != cpu */
+	SHADOW_SYNC_INFER_OK,	/* fentry/kprobe: the stack's WF_SYNC == wake_flags' */
+	SHADOW_SYNC_INFER_BAD,	/* fentry/kprobe: they differ */
+	SHADOW_NR_CNT,
+};
+
+/* cost.bpf.c */
+
+enum cost_consts {
+	COST_HIST		= 4096,	/* per-placement histogram: 1 ns buckets, the last one open */
+	COST_EVICT_LINES	= 1 << 16, /* --cold: 64 B lines written between placements (4 MiB) */
+	/* --omit: the feature word's lookup, wake_allowed, the kick search (wake-up and tick) */
+	COST_OMIT_FEATURES	= 1,
+	COST_OMIT_ALLOWED	= 4,
+	COST_OMIT_KICK		= 16,
+};
+
+/* contention's modes (cont_cfg.mode), in the order src/tools/cost.rs names them */
+enum cont_modes {
+	CONT_SHARED,
+	CONT_PACKED,
+	CONT_LINES,
+	CONT_LOCAL,
+	CONT_WAKE_QUEUE,
+	CONT_WAKE_SHARDS,
+	CONT_NR,
+};
+
+enum cont_consts {
+	CONT_TS		= 4096,	/* stamps per thread */
+	CONT_TS_CPUS	= 8,	/* CPUs whose threads stamp */
+};
+
+#endif /* __SISUTIL_TOOL_INTF_H */
