@@ -367,6 +367,88 @@ fn warm_up_cpus(nr: usize) {
     }
 }
 
+/// Whether /proc/kallsyms lists the data symbol `name` (CONFIG_KALLSYMS_ALL): the fentry and
+/// kprobe programs that read cpu_rq() through the per-CPU `runqueues` need it; without it the
+/// verifier refuses them ("ldimm64 failed to find the address for kernel symbol") and the
+/// learned programs run instead (shadow.bpf.c's shadow_rq()).
+fn kallsyms_has(name: &str) -> bool {
+    std::fs::read_to_string("/proc/kallsyms")
+        .is_ok_and(|t| t.lines().any(|l| l.split_whitespace().nth(2) == Some(name)))
+}
+
+/// Where the waker's preempt_count() lies from `runqueues` in a CPU's per-CPU area, and its
+/// layout (shadow.bpf.c's pc_from_rq, pc_layout: SHADOW_PC_*), from the per-CPU variables'
+/// offsets in the kernel's BTF (`pcpu`: name -> offset in .data..percpu) and, before 6.15,
+/// the offset of preempt_count in struct pcpu_hot (`hot_member`). None: BTF has no place
+/// for it (in_task() stays unknown).
+fn pc_place(pcpu: &BTreeMap<String, u32>, hot_member: Option<u32>) -> Option<(i64, u32)> {
+    let rq = *pcpu.get("runqueues")? as i64;
+    let pc = match (
+        pcpu.get("__preempt_count"),
+        pcpu.get("pcpu_hot"),
+        hot_member,
+    ) {
+        (Some(&o), _, _) => o as i64,
+        (None, Some(&o), Some(m)) => o as i64 + m as i64,
+        _ => return None,
+    };
+    let layout = if !pcpu.contains_key("local_interrupt_disable_state") {
+        PC_LEGACY
+    } else if pcpu.contains_key("nmi_nesting") {
+        PC_IRQ_DISABLE_NMI_BIT
+    } else {
+        PC_IRQ_DISABLE
+    };
+    Some((pc - rq, layout))
+}
+
+/// pc_place() on the running kernel's BTF (/sys/kernel/btf/vmlinux).
+fn kernel_pc_place() -> Option<(i64, u32)> {
+    use libbpf_rs::btf::{types, Btf, ReferencesType};
+    let btf = Btf::from_vmlinux().ok()?;
+    let sec: types::DataSec = btf.type_by_name(".data..percpu")?;
+    let mut pcpu = BTreeMap::new();
+    let mut hot_member = None;
+    for v in sec.iter() {
+        let Some(var) = btf.type_by_id::<types::Var>(v.ty) else {
+            continue;
+        };
+        let Some(name) = var.name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if name == "pcpu_hot" {
+            let t = btf.type_by_id::<types::Composite>(var.referenced_type_id());
+            hot_member = t.and_then(|c| {
+                c.iter().find_map(|m| match m.attr {
+                    types::MemberAttr::Normal { offset }
+                        if m.name.and_then(|n| n.to_str()) == Some("preempt_count") =>
+                    {
+                        Some(offset / 8)
+                    }
+                    _ => None,
+                })
+            });
+        }
+        pcpu.insert(name.to_string(), v.offset);
+    }
+    pc_place(&pcpu, hot_member)
+}
+
+/// Why the kernel refuses kprobes, where it has none (CONFIG_KPROBES off: no kprobe PMU and
+/// no tracefs kprobe_events); None where it has them.
+fn no_kprobes() -> Option<&'static str> {
+    let pmu = std::path::Path::new("/sys/bus/event_source/devices/kprobe").exists();
+    let events = [
+        "/sys/kernel/tracing/kprobe_events",
+        "/sys/kernel/debug/tracing/kprobe_events",
+    ]
+    .iter()
+    .any(|p| std::path::Path::new(p).exists());
+    (!pmu && !events).then_some(
+        "this kernel has no kprobes (CONFIG_KPROBES off: no kprobe PMU, no kprobe_events)",
+    )
+}
+
 /// What one recording gave.
 struct Recording {
     recs: Vec<Rec>,
@@ -404,6 +486,10 @@ fn record(
     comm: bool,
 ) -> Result<Recording> {
     let mut errs = vec![];
+    // cpu_rq() through `runqueues` where kallsyms lists it, else learned (the tracepoints
+    // always learn); the preempt count's place from BTF either way
+    let have_runqueues = kallsyms_has("runqueues");
+    let pc = kernel_pc_place();
     for &mode in modes {
         let mut obj = MaybeUninit::<OpenObject>::uninit();
         let mut open = ShadowSkelBuilder::default()
@@ -415,10 +501,23 @@ fn record(
             mode == Attach::Kprobe,
             mode == Attach::Tracepoint,
         );
-        open.progs.shadow_fentry.set_autoload(fentry);
-        open.progs.shadow_fexit.set_autoload(fentry);
-        open.progs.shadow_kprobe.set_autoload(kprobe);
-        open.progs.shadow_kretprobe.set_autoload(kprobe);
+        let learned = tp || !have_runqueues;
+        open.progs.shadow_fentry.set_autoload(fentry && !learned);
+        open.progs.shadow_fexit.set_autoload(fentry && !learned);
+        open.progs.shadow_kprobe.set_autoload(kprobe && !learned);
+        open.progs.shadow_kretprobe.set_autoload(kprobe && !learned);
+        open.progs
+            .shadow_fentry_learned
+            .set_autoload(fentry && learned);
+        open.progs
+            .shadow_fexit_learned
+            .set_autoload(fentry && learned);
+        open.progs
+            .shadow_kprobe_learned
+            .set_autoload(kprobe && learned);
+        open.progs
+            .shadow_kretprobe_learned
+            .set_autoload(kprobe && learned);
         open.progs.shadow_waking.set_autoload(tp);
         open.progs.shadow_migrate.set_autoload(tp);
         open.progs.shadow_csd.set_autoload(tp);
@@ -427,6 +526,10 @@ fn record(
         // SAFETY: both are intf.h's struct sis_topo
         unsafe { copy_same_c_type(topo, &mut ro.topo) };
         ro.record_comm = comm;
+        if let Some((from_rq, layout)) = pc {
+            ro.pc_from_rq = from_rq;
+            ro.pc_layout = layout;
+        }
         if let Some(r) = kallsyms_ranges(&SYNC_FNS) {
             for (i, (lo, hi)) in r.into_iter().enumerate() {
                 ro.sync_fn_lo[i] = lo;
@@ -444,14 +547,17 @@ fn record(
             }
         };
         if let Err(e) = skel.attach() {
-            let e = first_line(&e.to_string());
+            let e = match (kprobe, no_kprobes()) {
+                (true, Some(why)) => why.to_string(),
+                _ => first_line(&e.to_string()),
+            };
             log::info!("shadow: {mode} refused at attach ({e})");
             errs.push(format!("{mode}: attach: {e}"));
             continue;
         }
         // rq_not_learned counts from the end of the warm-up (SHADOW_RQ_MISMATCH = 9)
         let mut unlearned_warm_up = 0u64;
-        if tp {
+        if learned {
             warm_up_cpus(topo.nr_cpu_ids as usize);
             if let Ok(Some(vals)) = skel
                 .maps
@@ -853,9 +959,9 @@ fn in_task(pc: u32, layout: u32) -> bool {
     pc & (irq | SOFTIRQ_OFFSET) == 0
 }
 
-/// fair.c's `is_per_cpu_kthread(current) && in_task()` of a record as read (fentry,
-/// kprobe: shadow.bpf.c gives the first and the raw preempt_count); tracepoints read no
-/// preempt_count (layout 0: in_task() stays unknown, replayed both ways).
+/// fair.c's `is_per_cpu_kthread(current) && in_task()` of a record as read (shadow.bpf.c
+/// gives the first and the raw preempt_count, every attachment); where the kernel's BTF
+/// has no place for the count (layout 0) in_task() stays unknown, replayed both ways.
 fn apply_in_task(r: &mut Rec) {
     if r.pc_layout >= PC_LEGACY && r.pcpu_kthread != 0 {
         r.pcpu_kthread = in_task(r.preempt_count, r.pc_layout) as u32;
@@ -1706,6 +1812,134 @@ mod tests {
             rec.recs.len()
         );
         assert_eq!(rec.skipped.len(), TP_SKIPS.len());
+    }
+
+    /// The preempt count's place from the per-CPU variables BTF lists: __preempt_count
+    /// (6.15+), pcpu_hot.preempt_count (6.2 .. 6.14), neither; the layout from which of
+    /// local_interrupt_disable_state and nmi_nesting exist. On this host: BTF has it.
+    #[test]
+    fn shadow_preempt_count_place_from_btf() {
+        let m = |v: &[(&str, u32)]| -> BTreeMap<String, u32> {
+            v.iter().map(|(k, o)| (k.to_string(), *o)).collect()
+        };
+        // 6.18: __preempt_count below runqueues
+        let v = m(&[("__preempt_count", 86064), ("runqueues", 178752)]);
+        assert_eq!(pc_place(&v, None), Some((86064 - 178752, PC_LEGACY)));
+        // 6.12: pcpu_hot's member
+        let v = m(&[("pcpu_hot", 100), ("runqueues", 50)]);
+        assert_eq!(pc_place(&v, Some(8)), Some((58, PC_LEGACY)));
+        assert_eq!(pc_place(&v, None), None);
+        // 7.x: counted interrupt disabling, with and without nmi_nesting
+        let mut v = m(&[
+            ("__preempt_count", 8),
+            ("runqueues", 0),
+            ("local_interrupt_disable_state", 16),
+        ]);
+        assert_eq!(pc_place(&v, None), Some((8, PC_IRQ_DISABLE)));
+        v.insert("nmi_nesting".into(), 24);
+        assert_eq!(pc_place(&v, None), Some((8, PC_IRQ_DISABLE_NMI_BIT)));
+        // no runqueues, or no count: unknown
+        assert_eq!(pc_place(&m(&[("__preempt_count", 8)]), None), None);
+        assert_eq!(pc_place(&m(&[("runqueues", 8)]), None), None);
+        assert!(
+            kernel_pc_place().is_some(),
+            "this host's BTF places no preempt count"
+        );
+    }
+
+    /// in_task() as the tracepoints now read it (the preempt count beside the learned rq, no
+    /// per-CPU symbol): a thread woken by another thread's write is woken in task context,
+    /// one sleeping in nanosleep() by its hrtimer, in hard IRQ context (!PREEMPT_RT). Both
+    /// kinds must be told apart: every record has the count's layout, the socket wake-ups
+    /// read task context, and most timer wake-ups read a hard IRQ (a few are not: a timer
+    /// that expired before the sleeper slept, or a wake-up from the timer's softirq
+    /// fallback; 50 % keeps a wide margin). A count read from the wrong place reads neither.
+    #[test]
+    fn shadow_in_task_read_on_this_host() {
+        use std::io::{Read, Write};
+        use std::os::unix::net::UnixStream;
+        let t = scx_utils::Topology::new().unwrap();
+        let topo = TopoDesc::from_scx(&t).build().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (mut x, mut y) = UnixStream::pair().unwrap();
+        let (s1, s2) = (stop.clone(), stop.clone());
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(f)
+                .unwrap()
+        };
+        let a = spawn(
+            "sisut_ping",
+            Box::new(move || {
+                let mut buf = [0u8; 1];
+                while !s1.load(Ordering::Relaxed) {
+                    if x.write_all(&[1]).is_err() || x.read_exact(&mut buf).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }),
+        );
+        let b = spawn(
+            "sisut_pong",
+            Box::new(move || {
+                let mut buf = [0u8; 1];
+                while y.read_exact(&mut buf).is_ok() {
+                    if y.write_all(&buf).is_err() {
+                        break;
+                    }
+                }
+            }),
+        );
+        let c = spawn(
+            "sisut_nap",
+            Box::new(move || {
+                while !s2.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_micros(300));
+                }
+            }),
+        );
+        let never = Arc::new(AtomicBool::new(false));
+        let rec = record(&topo, 2, &[Attach::Tracepoint], &never, true).expect("tracepoint");
+        stop.store(true, Ordering::Relaxed);
+        for h in [a, b, c] {
+            h.join().unwrap();
+        }
+        let comm = |c: &[i8; 16]| -> String {
+            c.iter()
+                .take_while(|&&b| b != 0)
+                .map(|&b| b as u8 as char)
+                .collect()
+        };
+        let (mut pong_task, mut pong_other, mut nap_irq, mut nap_other) = (0, 0, 0, 0);
+        for r in &rec.recs {
+            assert_eq!(r.pc_layout, PC_LEGACY, "no preempt count layout: {r:?}");
+            assert_eq!(r.unknown & UNK_IN_TASK, 0, "in_task() unknown: {r:?}");
+            let task = in_task(r.preempt_count, r.pc_layout);
+            match comm(&r.wakee_comm).as_str() {
+                "sisut_pong" if comm(&r.waker_comm) == "sisut_ping" => {
+                    if task {
+                        pong_task += 1
+                    } else {
+                        pong_other += 1
+                    }
+                }
+                "sisut_nap" => {
+                    if r.preempt_count & HARDIRQ_NMI_LEGACY != 0 {
+                        nap_irq += 1
+                    } else {
+                        nap_other += 1
+                    }
+                }
+                _ => {}
+            }
+        }
+        println!(
+            "socket wake-ups: {pong_task} task context, {pong_other} not; timer wake-ups: {nap_irq} hard IRQ, {nap_other} not"
+        );
+        assert!(pong_task >= 20 && pong_other == 0);
+        assert!(nap_irq >= 20 && nap_irq >= nap_other);
     }
 
     #[test]
