@@ -992,6 +992,39 @@ struct Analysis {
     undecided: BTreeMap<String, u64>,
 }
 
+/// `r` with wake_affine()'s inputs as re-read at exit (shadow.bpf.c's read_wa_exit()): this_rq
+/// nr_running and cfs_h_nr_delayed(), cpu_load() of this and prev, task_h_load() of p and
+/// current; `r` itself where the record has none (wa_exit_read 0: recorded before them).
+fn wa_exit(r: &Rec) -> Rec {
+    let mut x = *r;
+    if r.wa_exit_read != 0 {
+        x.this_nr_running = r.this_nr_running_exit;
+        x.this_nr_delayed = r.this_nr_delayed_exit;
+        x.this_load = r.this_load_exit;
+        x.prev_load = r.prev_load_exit;
+        x.wakee_load = r.wakee_load_exit;
+        if r.waker_load != 0 {
+            x.waker_load = r.waker_load_exit;
+        }
+    }
+    x
+}
+
+/// wake_affine()'s inputs the same in `a` and `b`
+fn wa_same(a: &Rec, b: &Rec) -> bool {
+    (
+        a.this_nr_running,
+        a.this_nr_delayed,
+        a.this_load,
+        a.prev_load,
+    ) == (
+        b.this_nr_running,
+        b.this_nr_delayed,
+        b.this_load,
+        b.prev_load,
+    ) && (a.wakee_load, a.waker_load) == (b.wakee_load, b.waker_load)
+}
+
 /// `r` with each value of the inputs its attachment could not read (shadow.bpf.c's
 /// SHADOW_UNK_*): WF_SYNC both ways, in_task() both ways for a per-CPU kthread waker. The
 /// first is the one replayed for the step names and the counterfactuals (sync 0, in_task).
@@ -1095,8 +1128,11 @@ fn analyse_with(
             Some(m) => m[idx],
             None => {
                 let mut racy = changed(r.chosen) || changed(port.cpu) || hint_changed;
-                if !racy && entry != exit {
-                    racy = rp.run(r, feat, &exit, -2)?.0.cpu != port.cpu;
+                // wake_affine()'s inputs re-read at exit (none in older recordings)
+                let rx = wa_exit(r);
+                let wa_changed = !wa_same(r, &rx);
+                if !racy && (entry != exit || wa_changed) {
+                    racy = rp.run(&rx, feat, &exit, -2)?.0.cpu != port.cpu;
                 }
                 racy
             }
@@ -1680,6 +1716,39 @@ mod tests {
         let o = analyse_one(&t, r);
         assert_eq!((o.compared, o.agreed), (1, 1), "{o:?}");
         assert!(o.undecided.is_empty());
+    }
+
+    /// The race test re-reads wake_affine()'s inputs at exit: a second task on the waker's
+    /// rq by the exit (so no sync pull) makes the wake-up racy, not a disagreement; the same
+    /// record without exit reads (an older recording) is compared as before.
+    #[test]
+    fn shadow_racy_wake_affine_inputs() {
+        // 2 LLCs with SMT, every CPU busy; the waker on 0 alone, sync: pulls to 0
+        let t = topo(2, 2, 2);
+        let mut r = rec(0, 4, &[], 4, 4, 8);
+        r.this_load = 2048;
+        r.sync = 1;
+        let o = analyse_one(&t, r);
+        assert_eq!((o.compared, o.agreed), (1, 0), "{o:?}");
+        // at exit two tasks on this_rq: the port's answer on the exit state is prev
+        let mut x = r;
+        x.wa_exit_read = 1;
+        x.this_nr_running_exit = 2;
+        x.this_nr_delayed_exit = 0;
+        x.this_load_exit = r.this_load;
+        x.prev_load_exit = r.prev_load;
+        x.wakee_load_exit = r.wakee_load;
+        x.waker_load_exit = r.waker_load;
+        let o = analyse_one(&t, x);
+        assert_eq!((o.compared, o.racy), (0, 1), "{o:?}");
+        // the same inputs at exit: compared
+        x.this_nr_running_exit = 1;
+        let o = analyse_one(&t, x);
+        assert_eq!((o.compared, o.racy), (1, 0), "{o:?}");
+        // a load change that does not move the answer: compared
+        x.prev_load_exit = r.prev_load + 1;
+        let o = analyse_one(&t, x);
+        assert_eq!((o.compared, o.racy), (1, 0), "{o:?}");
     }
 
     #[test]

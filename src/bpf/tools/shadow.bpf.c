@@ -101,6 +101,20 @@ struct shadow_rec {
 	u32 preempt_count;	/* preempt_count() of the waker (in_task()), low 32 bits */
 	u32 pc_layout;		/* SHADOW_PC_*: its layout; 0 not read (tracepoints) */
 	u64 util_sum[2];	/* the LLC's sum of cpu_util_cfs(): [0] this_cpu's, [1] prev's */
+	/*
+	 * wake_affine()'s inputs again at exit, for the race test (src/tools/shadow.rs): this_rq's
+	 * nr_running and cfs_h_nr_delayed(), cpu_load() of this and prev, task_h_load() of p
+	 * and of current. At a tracepoint's exit p may already be queued on the chosen CPU:
+	 * that CPU's values are the entry's (not re-read). wa_exit_read 0: none read.
+	 */
+	u32 wa_exit_read;
+	u32 this_nr_running_exit;
+	u32 this_nr_delayed_exit;
+	u32 wa_exit_pad;
+	u64 this_load_exit;
+	u64 prev_load_exit;
+	u64 waker_load_exit;
+	u64 wakee_load_exit;
 	char waker_comm[16];	/* record_comm only (shadow --record --comm); else zeros */
 	char wakee_comm[16];
 };
@@ -573,6 +587,36 @@ static __always_inline int on_entry(void *ctx, struct task_struct *p, s32 prev,
 	return 0;
 }
 
+/*
+ * wake_affine()'s inputs at exit (shadow_rec.wa_exit_read). @chosen_base > 0 (sched_wakeup):
+ * p is already queued on @chosen, whose nr_running and load include it: kept as at entry.
+ * At either tracepoint (@chosen_base >= 0) set_task_cpu() may have moved p's se.cfs_rq to
+ * the chosen CPU's: task_h_load(p) is kept as at entry too.
+ */
+static __always_inline void read_wa_exit(struct shadow_rec *r, struct task_struct *p,
+					 struct task_struct *cur, s32 chosen, s32 chosen_base,
+					 const bool learned)
+{
+	struct rq *this_rq = shadow_rq(r->this_cpu, learned);
+	struct rq *prev_rq = shadow_rq(r->prev, learned);
+	u64 now = bpf_jiffies64();
+
+	r->this_nr_running_exit = r->this_nr_running;
+	r->this_nr_delayed_exit = r->this_nr_delayed;
+	r->this_load_exit = r->this_load;
+	r->prev_load_exit = r->prev_load;
+	if (this_rq && !(chosen_base > 0 && chosen == r->this_cpu)) {
+		r->this_nr_running_exit = BPF_CORE_READ(this_rq, nr_running);
+		r->this_nr_delayed_exit = rq_nr_delayed(this_rq);
+		r->this_load_exit = cfs_load(&this_rq->cfs);
+	}
+	if (prev_rq && !(chosen_base > 0 && chosen == r->prev))
+		r->prev_load_exit = cfs_load(&prev_rq->cfs);
+	r->wakee_load_exit = chosen_base >= 0 ? r->wakee_load : task_h_load(p, now);
+	r->waker_load_exit = r->waker_load ? task_h_load(cur, now) : 0;
+	r->wa_exit_read = 1;
+}
+
 /* The kernel chose @ret; at a tracepoint @chosen_base of its nr_running is the wakee (read_llc). */
 static __always_inline int on_exit(void *ctx, s32 ret, const bool learned, s32 chosen_base)
 {
@@ -595,6 +639,7 @@ static __always_inline int on_exit(void *ctx, s32 ret, const bool learned, s32 c
 		read_llc(r, r->prev, true, learned, ret, chosen_base, NULL);
 	read_llc_shared(r->this_cpu, &r->has_idle_cores_exit[0], &r->nr_idle_scan_exit[0], learned);
 	read_llc_shared(r->prev, &r->has_idle_cores_exit[1], &r->nr_idle_scan_exit[1], learned);
+	read_wa_exit(r, (struct task_struct *)s->p, cur, ret, chosen_base, learned);
 	s->p = 0;
 	if (s->bad || (r->unknown & 0x80000000)) {
 		cnt_inc(SHADOW_RQ_MISMATCH);
