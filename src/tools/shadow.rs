@@ -867,7 +867,14 @@ fn classify(
             r.this_cpu
         };
         let (alt, _, _) = rp.run(r, feat, idle, other)?;
-        if alt.cpu == k {
+        // the kernel's CPU is the other target's pick, or lies in the other target's LLC
+        // and not in the port's (the target decided where to look, whatever the scan found)
+        let other_llc = {
+            let t = &rp.skel.maps.bss_data.as_ref().context("no bss")?.topo;
+            let llc_of = |c: i32| t.cpu_llc[c as usize % MAX_CPUS];
+            llc_of(k) == llc_of(other) && llc_of(k) != llc_of(new_cpu)
+        };
+        if alt.cpu == k || other_llc {
             if want_affine == 0 || wakee_state_differs {
                 return Ok("wake_wide");
             }
@@ -885,6 +892,12 @@ fn classify(
     let fast = stat(port, bi::sis_stat_STAT_FAST) > 0;
     if fast || k == target || k == r.prev || k == r.recent_used_cpu {
         return Ok("target/prev/recent");
+    }
+    // past the fast checks select_idle_sibling() returns only a CPU idle (or SCHED_IDLE):
+    // one busy in the snapshot means the snapshot is not the state the kernel read (a CPU
+    // that went idle between the reads), whatever the port's counters say
+    if !bit(idle, k) {
+        return Ok("snapshot (kernel's CPU busy)");
     }
     let smt_of_prev = {
         let t = &rp.skel.maps.bss_data.as_ref().context("no bss")?.topo;
@@ -1545,8 +1558,16 @@ mod tests {
         let t = topo(1, 4, 1);
         let o = analyse_one(&t, rec(0, 0, &[3], 1, 3, 4));
         assert_eq!(step_of(&o), "depth");
-        // the full scan finds 3: the LLC scan itself differs when the kernel chose 2 (busy)
+        // the kernel chose 2, busy in the snapshot, where the depth cut the port's scan: past
+        // the fast checks the kernel returns only an idle CPU, so the snapshot is not what
+        // it read (a CPU that went idle between the reads), not a depth difference
+        let o = analyse_one(&t, rec(0, 0, &[3], 1, 2, 4));
+        assert_eq!(step_of(&o), "snapshot (kernel's CPU busy)");
+        // ... and the same with the full scan
         let o = analyse_one(&t, rec(0, 0, &[3], 4, 2, 4));
+        assert_eq!(step_of(&o), "snapshot (kernel's CPU busy)");
+        // the full scan from 1 finds 2; the kernel chose 3, idle too: the LLC scan differs
+        let o = analyse_one(&t, rec(0, 0, &[2, 3], 4, 3, 4));
         assert_eq!(step_of(&o), "select_idle_cpu");
         // 2 LLCs with SMT: the waker on 0 (unloaded) pulls to LLC 0, which is all busy;
         // prev 4's sibling 5 is idle: the kernel kept prev (wake_affine)
@@ -1560,6 +1581,14 @@ mod tests {
         let mut rc = r;
         rc.this_cap = 40;
         assert_eq!(step_of(&analyse_one(&t, rc)), "wake_affine (capacity_of)");
+        // the kernel kept prev's LLC and found 6 there, where the port's run from prev
+        // finds prev's sibling 5 first: still wake_affine (the target decided the LLC),
+        // not a scan difference
+        let mut r6 = r;
+        r6.avail_idle[0] |= 1 << 6;
+        r6.idle_exit[0] |= 1 << 6;
+        r6.chosen = 6;
+        assert_eq!(step_of(&analyse_one(&t, r6)), "wake_affine");
         // the same with a waker that flips between many wakees: wake_wide
         r.waker_flips = 64;
         r.waker_flips_exit = 64; // what the kernel's record_wakee() left
