@@ -185,6 +185,14 @@ pub struct Report {
     pub racy: u64,
     /// lost in the per-CPU rings (the kernel's count plus failed outputs)
     pub dropped: u64,
+    /// the rings' losses by class of wake-up (WF_SYNC, this_cpu and prev in one LLC, a
+    /// per-CPU kthread waker): records handed to the ring, received, lost % (live only)
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dropped_by_class: Vec<DropClass>,
+    /// agreement_pct with each class weighted by what the tracer output of it (received or
+    /// lost): where it equals agreement_pct the losses did not bias the figure (live only)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agreement_reweighted_pct: Option<f64>,
     /// not kept for the replay (over MAX_KEPT)
     pub not_kept: u64,
     /// WF_CURRENT_CPU wake-ups (placed on the waker's CPU before any step)
@@ -449,6 +457,53 @@ fn no_kprobes() -> Option<&'static str> {
     )
 }
 
+/// A record's class for the loss count: shadow.bpf.c's shadow_out_class() (bit 0 WF_SYNC,
+/// bit 1 this_cpu and prev in one LLC, bit 2 a per-CPU kthread waker, as read).
+fn out_class(r: &Rec, cpu_llc: &[i16]) -> usize {
+    let llc = |c: i32| cpu_llc.get(c as usize % MAX_CPUS).copied().unwrap_or(-1);
+    (r.sync != 0) as usize
+        | ((llc(r.this_cpu) == llc(r.prev)) as usize) << 1
+        | ((r.pcpu_kthread != 0) as usize) << 2
+}
+
+/// out_class()'s name, for JSON `dropped_by_class`
+fn class_name(c: usize) -> String {
+    format!(
+        "{}{}{}",
+        if c & 1 != 0 { "sync" } else { "nosync" },
+        if c & 2 != 0 {
+            "+same_llc"
+        } else {
+            "+cross_llc"
+        },
+        if c & 4 != 0 { "+pcpu_kthread" } else { "" }
+    )
+}
+
+/// Records the tracer handed to the perf rings and the reader received, per class of
+/// wake-up (out_class()): the rings' losses split by class, to show whether they favour one;
+/// and the class's compared and agreed wake-ups (its agreement).
+#[derive(Serialize, Debug, Clone)]
+pub struct DropClass {
+    pub class: String,
+    pub output: u64,
+    pub received: u64,
+    pub lost_pct: f64,
+    pub compared: u64,
+    pub agreed: u64,
+}
+
+/// The agreement as if nothing had been lost: each class's agreement weighted by the
+/// records the tracer output of it (received or not). None without a compared class.
+fn reweighted_agreement(classes: &[DropClass]) -> Option<f64> {
+    let (mut num, mut den) = (0.0, 0.0);
+    for c in classes.iter().filter(|c| c.compared > 0) {
+        num += c.output as f64 * c.agreed as f64 / c.compared as f64;
+        den += c.output as f64;
+    }
+    (den > 0.0).then(|| 100.0 * num / den)
+}
+
 /// What one recording gave.
 struct Recording {
     recs: Vec<Rec>,
@@ -459,6 +514,8 @@ struct Recording {
     skipped: BTreeMap<String, u64>,
     /// fentry/kprobe: WF_SYNC from the call stack against wake_flags (agree, differ)
     sync_check: Option<(u64, u64)>,
+    /// the rings' losses by class of wake-up
+    dropped_by_class: Vec<DropClass>,
 }
 
 /// The first line of a libbpf error, printable.
@@ -573,20 +630,28 @@ fn record(
         let kept = Rc::new(RefCell::new(Vec::<Rec>::new()));
         let lost = Rc::new(RefCell::new(0u64));
         let not_kept = Rc::new(RefCell::new(0u64));
-        let (k2, l2, n2) = (kept.clone(), lost.clone(), not_kept.clone());
+        let received = Rc::new(RefCell::new([0u64; 8]));
+        let (k2, l2, n2, c2) = (
+            kept.clone(),
+            lost.clone(),
+            not_kept.clone(),
+            received.clone(),
+        );
+        let topo2 = *topo;
         let pb = PerfBufferBuilder::new(&skel.maps.events)
             .pages(1024)
             .sample_cb(move |_cpu, data: &[u8]| {
                 if data.len() < std::mem::size_of::<Rec>() {
                     return;
                 }
+                // SAFETY: the record is shadow.bpf.c's struct shadow_rec, plain integers
+                let mut r = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const Rec) };
+                c2.borrow_mut()[out_class(&r, &topo2.cpu_llc)] += 1;
                 let mut k = k2.borrow_mut();
                 if k.len() >= MAX_KEPT {
                     *n2.borrow_mut() += 1;
                     return;
                 }
-                // SAFETY: the record is shadow.bpf.c's struct shadow_rec, plain integers
-                let mut r = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const Rec) };
                 apply_in_task(&mut r);
                 k.push(r);
             })
@@ -635,6 +700,22 @@ fn record(
         } else {
             Some((count(10)?, count(11)?))
         };
+        // SHADOW_OUT_CLASS0 + class
+        let received = *received.borrow();
+        let mut dropped_by_class = vec![];
+        for (c, &got) in received.iter().enumerate() {
+            let output = count(12 + c as u32)?;
+            if output > 0 || got > 0 {
+                dropped_by_class.push(DropClass {
+                    class: class_name(c),
+                    output,
+                    received: got,
+                    lost_pct: pct(output.saturating_sub(got), output),
+                    compared: 0,
+                    agreed: 0,
+                });
+            }
+        }
         return Ok(Recording {
             recs,
             attach: mode,
@@ -642,6 +723,7 @@ fn record(
             not_kept,
             skipped,
             sync_check,
+            dropped_by_class,
         });
     }
     bail!(
@@ -1003,6 +1085,8 @@ struct Analysis {
     racy_mask: Vec<bool>,
     /// not compared: an unreadable input (WF_SYNC, in_task()) decides the port's CPU
     undecided: BTreeMap<String, u64>,
+    /// compared and agreed per class of wake-up (out_class(), as recorded)
+    by_class: [(u64, u64); 8],
 }
 
 /// `r` with wake_affine()'s inputs as re-read at exit (shadow.bpf.c's read_wa_exit()): this_rq
@@ -1115,7 +1199,17 @@ fn analyse_with(
     let mut pol: Vec<(u64, u64, u64, u64)> = vec![(0, 0, 0, 0); policies.len()];
     let mut racy_mask = vec![false; recs.len()];
     let mut undecided: BTreeMap<String, u64> = BTreeMap::new();
+    let mut by_class = [(0u64, 0u64); 8];
+    let cpu_llc = rp
+        .skel
+        .maps
+        .bss_data
+        .as_ref()
+        .context("no bss")?
+        .topo
+        .cpu_llc;
     for (idx, r) in recs.iter().enumerate() {
+        let class = out_class(r, &cpu_llc);
         if r.wake_flags & WF_CURRENT_CPU != 0 {
             current += 1;
             continue;
@@ -1173,6 +1267,8 @@ fn analyse_with(
             }
         }
         compared += 1;
+        by_class[class].0 += 1;
+        by_class[class].1 += (port.cpu == r.chosen) as u64;
         if (0..WORDS.min(8)).any(|i| entry[i] & r.allowed[i] != 0) {
             idle_available += 1;
         }
@@ -1231,6 +1327,7 @@ fn analyse_with(
         policies: rows,
         racy_mask,
         undecided,
+        by_class,
     })
 }
 
@@ -1249,6 +1346,17 @@ fn print_table(rep: &Report) {
         rep.compared,
         rep.idle_available_pct
     );
+    if rep.dropped > 0 {
+        let by: Vec<String> = rep
+            .dropped_by_class
+            .iter()
+            .map(|c| format!("{} {:.1} % of {}", c.class, c.lost_pct, c.output))
+            .collect();
+        println!("dropped by class: {}", by.join(", "));
+        if let Some(w) = rep.agreement_reweighted_pct {
+            println!("agreement with each class weighted as output (before losses): {w:.2} %");
+        }
+    }
     if !rep.not_recorded.is_empty() {
         println!("not recorded (tracepoint): {:?}", rep.not_recorded);
     }
@@ -1367,8 +1475,10 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         not_kept,
         skipped,
         sync_check,
+        dropped_by_class,
     } = record(&topo, opts.duration, &modes, stop, opts.comm)?;
     let duration_s = started.elapsed().as_secs_f64();
+    let mut dropped_by_class = dropped_by_class;
     // the kernel's HZ (record_wakee's decay period); 250 when the run is too short to tell
     let hz = infer_hz(&recs).unwrap_or(250);
     let a = analyse(
@@ -1380,6 +1490,11 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         opts.dump,
         None,
     )?;
+    for c in dropped_by_class.iter_mut() {
+        if let Some(i) = (0..8).find(|&i| class_name(i) == c.class) {
+            (c.compared, c.agreed) = a.by_class[i];
+        }
+    }
     let mutant = if opts.mutate_scan_start {
         mutate_scan_start(&mut topo);
         let ro = ReplayOpts { hz, fit: None };
@@ -1404,6 +1519,8 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         compared: a.compared,
         racy: a.racy,
         dropped,
+        agreement_reweighted_pct: reweighted_agreement(&dropped_by_class),
+        dropped_by_class,
         not_kept,
         excluded_current_cpu: a.current_cpu,
         undecided: a.undecided,
@@ -2038,6 +2155,27 @@ mod tests {
         );
         assert!(pong_task >= 20 && pong_other == 0);
         assert!(nap_irq >= 20 && nap_irq >= nap_other);
+    }
+
+    /// The agreement before losses: each class's agreement weighted by what was output of
+    /// it. Losses that fall on a class agreeing less lower it below the received figure.
+    #[test]
+    fn shadow_agreement_reweighted_by_class_output() {
+        let c = |output, received, compared, agreed| DropClass {
+            class: String::new(),
+            output,
+            received,
+            lost_pct: 0.0,
+            compared,
+            agreed,
+        };
+        // received: 100 % of 900 and 50 % of 100 (95 %); output 900 and 900
+        let v = [c(900, 900, 900, 900), c(900, 100, 100, 50)];
+        assert_eq!(reweighted_agreement(&v), Some(75.0));
+        // no loss: the plain agreement
+        let v = [c(900, 900, 900, 900), c(100, 100, 100, 50)];
+        assert_eq!(reweighted_agreement(&v), Some(95.0));
+        assert_eq!(reweighted_agreement(&[c(5, 0, 0, 0)]), None);
     }
 
     #[test]

@@ -725,6 +725,8 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
         compared: acc.compared,
         racy: acc.racy,
         dropped: h.dropped,
+        dropped_by_class: vec![],
+        agreement_reweighted_pct: None,
         not_kept: h.not_kept,
         excluded_current_cpu: acc.current,
         undecided: acc.undecided.clone(),

@@ -172,7 +172,13 @@ enum shadow_cnt {
 	SHADOW_RQ_MISMATCH,	/* tracepoints: a CPU's rq not learned yet, or rq->cpu != cpu */
 	SHADOW_SYNC_INFER_OK,	/* fentry/kprobe: the stack's WF_SYNC == wake_flags' */
 	SHADOW_SYNC_INFER_BAD,	/* fentry/kprobe: they differ */
-	SHADOW_NR_CNT,
+	/*
+	 * records handed to the perf ring, by class (shadow_out_class()): the reader counts
+	 * what it received per class, the difference is what the ring lost of each (JSON
+	 * dropped_by_class), so a loss that favours one kind of wake-up shows
+	 */
+	SHADOW_OUT_CLASS0,
+	SHADOW_NR_CNT = SHADOW_OUT_CLASS0 + 8,
 };
 
 struct {
@@ -588,6 +594,19 @@ static __always_inline int on_entry(void *ctx, struct task_struct *p, s32 prev,
 }
 
 /*
+ * A record's class for the loss count (SHADOW_OUT_CLASS0 + this; src/tools/shadow.rs's
+ * out_class() is the same): bit 0 WF_SYNC, bit 1 this_cpu and prev share an LLC, bit 2 the
+ * waker is a per-CPU kthread.
+ */
+static __always_inline u32 shadow_out_class(struct shadow_rec *r)
+{
+	s32 tl = topo.cpu_llc[r->this_cpu & (MAX_CPUS - 1)];
+	s32 pl = topo.cpu_llc[r->prev & (MAX_CPUS - 1)];
+
+	return (r->sync ? 1 : 0) | (tl == pl ? 2 : 0) | (r->pcpu_kthread ? 4 : 0);
+}
+
+/*
  * wake_affine()'s inputs at exit (shadow_rec.wa_exit_read). @chosen_base > 0 (sched_wakeup):
  * p is already queued on @chosen, whose nr_running and load include it: kept as at entry.
  * At either tracepoint (@chosen_base >= 0) set_task_cpu() may have moved p's se.cfs_rq to
@@ -645,6 +664,7 @@ static __always_inline int on_exit(void *ctx, s32 ret, const bool learned, s32 c
 		cnt_inc(SHADOW_RQ_MISMATCH);
 		return 0;
 	}
+	cnt_inc(SHADOW_OUT_CLASS0 + shadow_out_class(r));
 	if (bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, r, sizeof(*r)))
 		cnt_inc(SHADOW_OUT_FAILED);
 	return 0;
