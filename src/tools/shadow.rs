@@ -410,6 +410,37 @@ fn pc_place(pcpu: &BTreeMap<String, u32>, hot_member: Option<u32>) -> Option<(i6
     Some((pc - rq, layout))
 }
 
+/// The byte offset of member `name` in the struct or union `id`, looking into anonymous
+/// members (6.12's pcpu_hot keeps preempt_count in an anonymous struct in an anonymous union).
+fn member_offset(
+    btf: &libbpf_rs::btf::Btf,
+    id: libbpf_rs::btf::TypeId,
+    name: &str,
+    depth: u32,
+) -> Option<u32> {
+    use libbpf_rs::btf::types;
+    let t = btf
+        .type_by_id::<libbpf_rs::btf::BtfType>(id)?
+        .skip_mods_and_typedefs();
+    let c = types::Composite::try_from(t).ok()?;
+    for m in c.iter() {
+        let bits = match m.attr {
+            types::MemberAttr::Normal { offset } => offset,
+            types::MemberAttr::BitField { offset, .. } => offset,
+        };
+        match m.name.and_then(|n| n.to_str()) {
+            Some(n) if n == name => return Some(bits / 8),
+            None if depth < 4 => {
+                if let Some(o) = member_offset(btf, m.ty, name, depth + 1) {
+                    return Some(bits / 8 + o);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// pc_place() on the running kernel's BTF (/sys/kernel/btf/vmlinux).
 fn kernel_pc_place() -> Option<(i64, u32)> {
     use libbpf_rs::btf::{types, Btf, ReferencesType};
@@ -425,17 +456,7 @@ fn kernel_pc_place() -> Option<(i64, u32)> {
             continue;
         };
         if name == "pcpu_hot" {
-            let t = btf.type_by_id::<types::Composite>(var.referenced_type_id());
-            hot_member = t.and_then(|c| {
-                c.iter().find_map(|m| match m.attr {
-                    types::MemberAttr::Normal { offset }
-                        if m.name.and_then(|n| n.to_str()) == Some("preempt_count") =>
-                    {
-                        Some(offset / 8)
-                    }
-                    _ => None,
-                })
-            });
+            hot_member = member_offset(&btf, var.referenced_type_id(), "preempt_count", 0);
         }
         pcpu.insert(name.to_string(), v.offset);
     }
@@ -2059,6 +2080,17 @@ mod tests {
         assert!(
             kernel_pc_place().is_some(),
             "this host's BTF places no preempt count"
+        );
+        // a member inside anonymous unions and structs (6.12's pcpu_hot.preempt_count is
+        // one), on this host's BTF: sk_buff's dev sits in union { struct { next, prev,
+        // union { dev, ... } } }
+        let btf = libbpf_rs::btf::Btf::from_vmlinux().unwrap();
+        let skb: libbpf_rs::btf::types::Struct = btf.type_by_name("sk_buff").unwrap();
+        assert_eq!(member_offset(&btf, skb.type_id(), "prev", 0), Some(8));
+        assert_eq!(member_offset(&btf, skb.type_id(), "dev", 0), Some(16));
+        assert_eq!(
+            member_offset(&btf, skb.type_id(), "no_such_member", 0),
+            None
         );
     }
 
