@@ -478,27 +478,21 @@ fn no_kprobes() -> Option<&'static str> {
     )
 }
 
+/// The classes of out_class()
+const OUT_CLASSES: usize = 4;
+
 /// A record's class for the loss count: shadow.bpf.c's shadow_out_class() (bit 0 WF_SYNC,
-/// bit 1 this_cpu and prev in one LLC, bit 2 a per-CPU kthread waker, as read).
+/// bit 1 this_cpu and prev in one LLC).
 fn out_class(r: &Rec, cpu_llc: &[i16]) -> usize {
     let llc = |c: i32| cpu_llc.get(c as usize % MAX_CPUS).copied().unwrap_or(-1);
-    (r.sync != 0) as usize
-        | ((llc(r.this_cpu) == llc(r.prev)) as usize) << 1
-        | ((r.pcpu_kthread != 0) as usize) << 2
+    (r.sync != 0) as usize | ((llc(r.this_cpu) == llc(r.prev)) as usize) << 1
 }
 
 /// out_class()'s name, for JSON `dropped_by_class`
 fn class_name(c: usize) -> String {
-    format!(
-        "{}{}{}",
-        if c & 1 != 0 { "sync" } else { "nosync" },
-        if c & 2 != 0 {
-            "+same_llc"
-        } else {
-            "+cross_llc"
-        },
-        if c & 4 != 0 { "+pcpu_kthread" } else { "" }
-    )
+    let sync = if c & 1 != 0 { "sync" } else { "nosync" };
+    let llc = if c & 2 != 0 { "same_llc" } else { "cross_llc" };
+    format!("{sync}+{llc}")
 }
 
 /// Records the tracer handed to the perf rings and the reader received, per class of
@@ -651,7 +645,7 @@ fn record(
         let kept = Rc::new(RefCell::new(Vec::<Rec>::new()));
         let lost = Rc::new(RefCell::new(0u64));
         let not_kept = Rc::new(RefCell::new(0u64));
-        let received = Rc::new(RefCell::new([0u64; 8]));
+        let received = Rc::new(RefCell::new([0u64; OUT_CLASSES]));
         let (k2, l2, n2, c2) = (
             kept.clone(),
             lost.clone(),
@@ -1107,7 +1101,7 @@ struct Analysis {
     /// not compared: an unreadable input (WF_SYNC, in_task()) decides the port's CPU
     undecided: BTreeMap<String, u64>,
     /// compared and agreed per class of wake-up (out_class(), as recorded)
-    by_class: [(u64, u64); 8],
+    by_class: [(u64, u64); OUT_CLASSES],
 }
 
 /// `r` with wake_affine()'s inputs as re-read at exit (shadow.bpf.c's read_wa_exit()): this_rq
@@ -1220,7 +1214,7 @@ fn analyse_with(
     let mut pol: Vec<(u64, u64, u64, u64)> = vec![(0, 0, 0, 0); policies.len()];
     let mut racy_mask = vec![false; recs.len()];
     let mut undecided: BTreeMap<String, u64> = BTreeMap::new();
-    let mut by_class = [(0u64, 0u64); 8];
+    let mut by_class = [(0u64, 0u64); OUT_CLASSES];
     let cpu_llc = rp
         .skel
         .maps
@@ -1512,7 +1506,7 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         None,
     )?;
     for c in dropped_by_class.iter_mut() {
-        if let Some(i) = (0..8).find(|&i| class_name(i) == c.class) {
+        if let Some(i) = (0..OUT_CLASSES).find(|&i| class_name(i) == c.class) {
             (c.compared, c.agreed) = a.by_class[i];
         }
     }

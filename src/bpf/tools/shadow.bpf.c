@@ -178,7 +178,7 @@ enum shadow_cnt {
 	 * dropped_by_class), so a loss that favours one kind of wake-up shows
 	 */
 	SHADOW_OUT_CLASS0,
-	SHADOW_NR_CNT = SHADOW_OUT_CLASS0 + 8,
+	SHADOW_NR_CNT = SHADOW_OUT_CLASS0 + 4,
 };
 
 struct {
@@ -595,15 +595,16 @@ static __always_inline int on_entry(void *ctx, struct task_struct *p, s32 prev,
 
 /*
  * A record's class for the loss count (SHADOW_OUT_CLASS0 + this; src/tools/shadow.rs's
- * out_class() is the same): bit 0 WF_SYNC, bit 1 this_cpu and prev share an LLC, bit 2 the
- * waker is a per-CPU kthread.
+ * out_class() is the same): bit 0 WF_SYNC, bit 1 this_cpu and prev share an LLC. (Not the
+ * per-CPU kthread waker: the reader turns that field into `&& in_task()`, so a replay
+ * could not class a record as here.)
  */
 static __always_inline u32 shadow_out_class(struct shadow_rec *r)
 {
 	s32 tl = topo.cpu_llc[r->this_cpu & (MAX_CPUS - 1)];
 	s32 pl = topo.cpu_llc[r->prev & (MAX_CPUS - 1)];
 
-	return (r->sync ? 1 : 0) | (tl == pl ? 2 : 0) | (r->pcpu_kthread ? 4 : 0);
+	return (r->sync ? 1 : 0) | (tl == pl ? 2 : 0);
 }
 
 /*
