@@ -91,10 +91,12 @@ pub struct ShadowOpts {
     /// examined per wake-up (needs /usr/bin/python3 with matplotlib)
     #[arg(long)]
     pub plot: Option<PathBuf>,
-    /// How to trace the kernel: fentry (fentry/fexit on select_task_rq_fair), kprobe
-    /// (kprobe/kretprobe), tracepoint (tp_btf sched_waking, then csd_queue_cpu or
-    /// sched_wakeup: no trampolines, kprobes or data symbols needed; WF_SYNC and in_task()
-    /// are not readable there). Default: the first of them this kernel allows
+    /// How to trace the kernel: fentry (fentry/fexit on select_task_rq_fair: BPF
+    /// trampolines), kprobe (kprobe/kretprobe: CONFIG_KPROBES), tracepoint (tp_btf
+    /// sched_waking, then csd_queue_cpu or sched_wakeup: neither needed; WF_SYNC read from
+    /// the call stack). None needs per-CPU data symbols (CONFIG_KALLSYMS_ALL); in_task() is
+    /// read where the kernel's BTF places the preempt count. Default: the first of them
+    /// this kernel allows
     #[arg(long, value_enum)]
     pub attach: Option<Attach>,
     /// The same as --attach kprobe
