@@ -94,10 +94,12 @@ pub struct ShadowOpts {
     /// examined per wake-up (needs /usr/bin/python3 with matplotlib)
     #[arg(long)]
     pub plot: Option<PathBuf>,
-    /// How to trace the kernel: fentry (fentry/fexit on select_task_rq_fair), kprobe
-    /// (kprobe/kretprobe), tracepoint (tp_btf sched_waking, then csd_queue_cpu or
-    /// sched_wakeup: no trampolines, kprobes or data symbols needed; WF_SYNC and in_task()
-    /// are not readable there). Default: the first of them this kernel allows
+    /// How to trace the kernel: fentry (fentry/fexit on select_task_rq_fair: BPF
+    /// trampolines), kprobe (kprobe/kretprobe: CONFIG_KPROBES), tracepoint (tp_btf
+    /// sched_waking, then csd_queue_cpu or sched_wakeup: neither needed; WF_SYNC read from
+    /// the call stack). None needs per-CPU data symbols (CONFIG_KALLSYMS_ALL); in_task() is
+    /// read where the kernel's BTF places the preempt count. Default: the first of them
+    /// this kernel allows
     #[arg(long, value_enum)]
     pub attach: Option<Attach>,
     /// The same as --attach kprobe
@@ -188,6 +190,14 @@ pub struct Report {
     pub racy: u64,
     /// lost in the per-CPU rings (the kernel's count plus failed outputs)
     pub dropped: u64,
+    /// the rings' losses by class of wake-up (WF_SYNC, this_cpu and prev in one LLC, a
+    /// per-CPU kthread waker): records handed to the ring, received, lost % (live only)
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dropped_by_class: Vec<DropClass>,
+    /// agreement_pct with each class weighted by what the tracer output of it (received or
+    /// lost): where it equals agreement_pct the losses did not bias the figure (live only)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agreement_reweighted_pct: Option<f64>,
     /// not kept for the replay (over MAX_KEPT)
     pub not_kept: u64,
     /// WF_CURRENT_CPU wake-ups (placed on the waker's CPU before any step)
@@ -370,6 +380,150 @@ fn warm_up_cpus(nr: usize) {
     }
 }
 
+/// Whether /proc/kallsyms lists the data symbol `name` (CONFIG_KALLSYMS_ALL): the fentry and
+/// kprobe programs that read cpu_rq() through the per-CPU `runqueues` need it; without it the
+/// verifier refuses them ("ldimm64 failed to find the address for kernel symbol") and the
+/// learned programs run instead (shadow.bpf.c's shadow_rq()).
+fn kallsyms_has(name: &str) -> bool {
+    std::fs::read_to_string("/proc/kallsyms")
+        .is_ok_and(|t| t.lines().any(|l| l.split_whitespace().nth(2) == Some(name)))
+}
+
+/// Where the waker's preempt_count() lies from `runqueues` in a CPU's per-CPU area, and its
+/// layout (shadow.bpf.c's pc_from_rq, pc_layout: SHADOW_PC_*), from the per-CPU variables'
+/// offsets in the kernel's BTF (`pcpu`: name -> offset in .data..percpu) and, before 6.15,
+/// the offset of preempt_count in struct pcpu_hot (`hot_member`). None: BTF has no place
+/// for it (in_task() stays unknown).
+fn pc_place(pcpu: &BTreeMap<String, u32>, hot_member: Option<u32>) -> Option<(i64, u32)> {
+    let rq = *pcpu.get("runqueues")? as i64;
+    let pc = match (
+        pcpu.get("__preempt_count"),
+        pcpu.get("pcpu_hot"),
+        hot_member,
+    ) {
+        (Some(&o), _, _) => o as i64,
+        (None, Some(&o), Some(m)) => o as i64 + m as i64,
+        _ => return None,
+    };
+    let layout = if !pcpu.contains_key("local_interrupt_disable_state") {
+        PC_LEGACY
+    } else if pcpu.contains_key("nmi_nesting") {
+        PC_IRQ_DISABLE_NMI_BIT
+    } else {
+        PC_IRQ_DISABLE
+    };
+    Some((pc - rq, layout))
+}
+
+/// The byte offset of member `name` in the struct or union `id`, looking into anonymous
+/// members (6.12's pcpu_hot keeps preempt_count in an anonymous struct in an anonymous union).
+fn member_offset(
+    btf: &libbpf_rs::btf::Btf,
+    id: libbpf_rs::btf::TypeId,
+    name: &str,
+    depth: u32,
+) -> Option<u32> {
+    use libbpf_rs::btf::types;
+    let t = btf
+        .type_by_id::<libbpf_rs::btf::BtfType>(id)?
+        .skip_mods_and_typedefs();
+    let c = types::Composite::try_from(t).ok()?;
+    for m in c.iter() {
+        let bits = match m.attr {
+            types::MemberAttr::Normal { offset } => offset,
+            types::MemberAttr::BitField { offset, .. } => offset,
+        };
+        match m.name.and_then(|n| n.to_str()) {
+            Some(n) if n == name => return Some(bits / 8),
+            None if depth < 4 => {
+                if let Some(o) = member_offset(btf, m.ty, name, depth + 1) {
+                    return Some(bits / 8 + o);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// pc_place() on the running kernel's BTF (/sys/kernel/btf/vmlinux).
+fn kernel_pc_place() -> Option<(i64, u32)> {
+    use libbpf_rs::btf::{types, Btf, ReferencesType};
+    let btf = Btf::from_vmlinux().ok()?;
+    let sec: types::DataSec = btf.type_by_name(".data..percpu")?;
+    let mut pcpu = BTreeMap::new();
+    let mut hot_member = None;
+    for v in sec.iter() {
+        let Some(var) = btf.type_by_id::<types::Var>(v.ty) else {
+            continue;
+        };
+        let Some(name) = var.name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if name == "pcpu_hot" {
+            hot_member = member_offset(&btf, var.referenced_type_id(), "preempt_count", 0);
+        }
+        pcpu.insert(name.to_string(), v.offset);
+    }
+    pc_place(&pcpu, hot_member)
+}
+
+/// Why the kernel refuses kprobes, where it has none (CONFIG_KPROBES off: no kprobe PMU and
+/// no tracefs kprobe_events); None where it has them.
+fn no_kprobes() -> Option<&'static str> {
+    let pmu = std::path::Path::new("/sys/bus/event_source/devices/kprobe").exists();
+    let events = [
+        "/sys/kernel/tracing/kprobe_events",
+        "/sys/kernel/debug/tracing/kprobe_events",
+    ]
+    .iter()
+    .any(|p| std::path::Path::new(p).exists());
+    (!pmu && !events).then_some(
+        "this kernel has no kprobes (CONFIG_KPROBES off: no kprobe PMU, no kprobe_events)",
+    )
+}
+
+/// The classes of out_class()
+const OUT_CLASSES: usize = 4;
+
+/// A record's class for the loss count: shadow.bpf.c's shadow_out_class() (bit 0 WF_SYNC,
+/// bit 1 this_cpu and prev in one LLC).
+fn out_class(r: &Rec, cpu_llc: &[i16]) -> usize {
+    let llc = |c: i32| cpu_llc.get(c as usize % MAX_CPUS).copied().unwrap_or(-1);
+    (r.sync != 0) as usize | ((llc(r.this_cpu) == llc(r.prev)) as usize) << 1
+}
+
+/// out_class()'s name, for JSON `dropped_by_class`
+fn class_name(c: usize) -> String {
+    let sync = if c & 1 != 0 { "sync" } else { "nosync" };
+    let llc = if c & 2 != 0 { "same_llc" } else { "cross_llc" };
+    format!("{sync}+{llc}")
+}
+
+/// Records the tracer handed to the perf rings and the reader received, per class of
+/// wake-up (out_class()): the rings' losses split by class, to show whether they favour one;
+/// and the class's compared and agreed wake-ups (its agreement).
+#[derive(Serialize, Debug, Clone)]
+pub struct DropClass {
+    pub class: String,
+    pub output: u64,
+    pub received: u64,
+    pub lost_pct: f64,
+    pub compared: u64,
+    pub agreed: u64,
+}
+
+/// The agreement as if nothing had been lost: each class's agreement weighted by the
+/// records the tracer output of it (received or not). None without a compared class.
+fn reweighted_agreement(classes: &[DropClass]) -> Option<f64> {
+    let (mut num, mut den) = (0.0, 0.0);
+    for c in classes.iter().filter(|c| c.compared > 0) {
+        num += c.output as f64 * c.agreed as f64 / c.compared as f64;
+        den += c.output as f64;
+    }
+    (den > 0.0).then(|| 100.0 * num / den)
+}
+
 /// What one recording gave.
 struct Recording {
     recs: Vec<Rec>,
@@ -380,6 +534,8 @@ struct Recording {
     skipped: BTreeMap<String, u64>,
     /// fentry/kprobe: WF_SYNC from the call stack against wake_flags (agree, differ)
     sync_check: Option<(u64, u64)>,
+    /// the rings' losses by class of wake-up
+    dropped_by_class: Vec<DropClass>,
 }
 
 /// The first line of a libbpf error, printable.
@@ -407,10 +563,15 @@ fn record(
     comm: bool,
 ) -> Result<Recording> {
     let mut errs = vec![];
+    // cpu_rq() through `runqueues` where kallsyms lists it, else learned (the tracepoints
+    // always learn); the preempt count's place from BTF either way
+    let have_runqueues = kallsyms_has("runqueues");
+    let pc = kernel_pc_place();
     for &mode in modes {
         let mut obj = MaybeUninit::<OpenObject>::uninit();
-        let traced = match tracer(&mut obj, topo, mode, comm)? {
-            Ok(skel) => trace(skel, topo, mode, secs, stop),
+        let learned = mode == Attach::Tracepoint || !have_runqueues;
+        let traced = match tracer(&mut obj, topo, mode, comm, learned, pc)? {
+            Ok(skel) => trace(skel, topo, mode, learned, secs, stop),
             Err(e) => {
                 errs.push(e);
                 continue;
@@ -431,6 +592,8 @@ fn tracer<'obj>(
     topo: &bi::sis_topo,
     mode: Attach,
     comm: bool,
+    learned: bool,
+    pc: Option<(i64, u32)>,
 ) -> Result<std::result::Result<ShadowSkel<'obj>, String>> {
     let mut open = ShadowSkelBuilder::default()
         .open(obj)
@@ -441,10 +604,23 @@ fn tracer<'obj>(
         mode == Attach::Kprobe,
         mode == Attach::Tracepoint,
     );
-    open.progs.shadow_fentry.set_autoload(fentry);
-    open.progs.shadow_fexit.set_autoload(fentry);
-    open.progs.shadow_kprobe.set_autoload(kprobe);
-    open.progs.shadow_kretprobe.set_autoload(kprobe);
+    // cpu_rq() through `runqueues` where kallsyms lists it, else learned
+    open.progs.shadow_fentry.set_autoload(fentry && !learned);
+    open.progs.shadow_fexit.set_autoload(fentry && !learned);
+    open.progs.shadow_kprobe.set_autoload(kprobe && !learned);
+    open.progs.shadow_kretprobe.set_autoload(kprobe && !learned);
+    open.progs
+        .shadow_fentry_learned
+        .set_autoload(fentry && learned);
+    open.progs
+        .shadow_fexit_learned
+        .set_autoload(fentry && learned);
+    open.progs
+        .shadow_kprobe_learned
+        .set_autoload(kprobe && learned);
+    open.progs
+        .shadow_kretprobe_learned
+        .set_autoload(kprobe && learned);
     open.progs.shadow_waking.set_autoload(tp);
     open.progs.shadow_migrate.set_autoload(tp);
     open.progs.shadow_csd.set_autoload(tp);
@@ -453,6 +629,10 @@ fn tracer<'obj>(
     // SAFETY: both are intf.h's struct sis_topo
     unsafe { copy_same_c_type(topo, &mut ro.topo) };
     ro.record_comm = comm;
+    if let Some((from_rq, layout)) = pc {
+        ro.pc_from_rq = from_rq;
+        ro.pc_layout = layout;
+    }
     if let Some(r) = kallsyms_ranges(&SYNC_FNS) {
         for (i, (lo, hi)) in r.into_iter().enumerate() {
             ro.sync_fn_lo[i] = lo;
@@ -469,7 +649,10 @@ fn tracer<'obj>(
         }
     };
     if let Err(e) = skel.attach() {
-        let e = first_line(&e.to_string());
+        let e = match (kprobe, no_kprobes()) {
+            (true, Some(why)) => why.to_string(),
+            _ => first_line(&e.to_string()),
+        };
         log::info!("shadow: {mode} refused at attach ({e})");
         return Ok(Err(format!("{mode}: attach: {e}")));
     }
@@ -496,17 +679,18 @@ fn trace(
     mut skel: ShadowSkel<'_>,
     topo: &bi::sis_topo,
     mode: Attach,
+    learned: bool,
     secs: u64,
     stop: &Arc<AtomicBool>,
 ) -> Result<Recording> {
     let tp = mode == Attach::Tracepoint;
     // rq_not_learned counts from the end of the warm-up
     let mut unlearned_warm_up = 0u64;
-    if tp {
+    if learned {
         warm_up_cpus(topo.nr_cpu_ids as usize);
         unlearned_warm_up = tracer_count(&skel, ti::shadow_cnt_SHADOW_RQ_MISMATCH).unwrap_or(0);
     }
-    let (recs, lost, not_kept) = collect(&mut skel, secs, stop)?;
+    let (recs, lost, not_kept, received) = collect(&mut skel, topo, secs, stop)?;
     let failed = tracer_count(&skel, ti::shadow_cnt_SHADOW_OUT_FAILED)?;
     let mut skipped = BTreeMap::new();
     for (i, name) in TP_SKIPS {
@@ -526,6 +710,21 @@ fn trace(
             tracer_count(&skel, ti::shadow_cnt_SHADOW_SYNC_INFER_BAD)?,
         ))
     };
+    // the rings' losses by class: what the tracer output of each, against what arrived
+    let mut dropped_by_class = vec![];
+    for (c, &got) in received.iter().enumerate() {
+        let output = tracer_count(&skel, ti::shadow_cnt_SHADOW_OUT_CLASS0 + c as u32)?;
+        if output > 0 || got > 0 {
+            dropped_by_class.push(DropClass {
+                class: class_name(c),
+                output,
+                received: got,
+                lost_pct: pct(output.saturating_sub(got), output),
+                compared: 0,
+                agreed: 0,
+            });
+        }
+    }
     Ok(Recording {
         recs,
         attach: mode.name(),
@@ -533,34 +732,44 @@ fn trace(
         not_kept,
         skipped,
         sync_check,
+        dropped_by_class,
     })
 }
 
 /// The records of the per-CPU perf rings for `secs` (or until `stop`), then the tracer
 /// detached and the rings drained: the records kept (at most MAX_KEPT), the records the
-/// rings lost, and those not kept.
+/// rings lost, those not kept, and the records received by loss class (out_class()).
 fn collect(
     skel: &mut ShadowSkel<'_>,
+    topo: &bi::sis_topo,
     secs: u64,
     stop: &Arc<AtomicBool>,
-) -> Result<(Vec<Rec>, u64, u64)> {
+) -> Result<(Vec<Rec>, u64, u64, [u64; OUT_CLASSES])> {
     let kept = Rc::new(RefCell::new(Vec::<Rec>::new()));
     let lost = Rc::new(RefCell::new(0u64));
     let not_kept = Rc::new(RefCell::new(0u64));
-    let (k2, l2, n2) = (kept.clone(), lost.clone(), not_kept.clone());
+    let received = Rc::new(RefCell::new([0u64; OUT_CLASSES]));
+    let (k2, l2, n2, c2) = (
+        kept.clone(),
+        lost.clone(),
+        not_kept.clone(),
+        received.clone(),
+    );
+    let topo2 = *topo;
     let pb = PerfBufferBuilder::new(&skel.maps.events)
         .pages(1024)
         .sample_cb(move |_cpu, data: &[u8]| {
             if data.len() < std::mem::size_of::<Rec>() {
                 return;
             }
+            // SAFETY: the record is shadow.bpf.c's struct shadow_rec, plain integers
+            let mut r = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const Rec) };
+            c2.borrow_mut()[out_class(&r, &topo2.cpu_llc)] += 1;
             let mut k = k2.borrow_mut();
             if k.len() >= MAX_KEPT {
                 *n2.borrow_mut() += 1;
                 return;
             }
-            // SAFETY: the record is shadow.bpf.c's struct shadow_rec, plain integers
-            let mut r = unsafe { std::ptr::read_unaligned(data.as_ptr() as *const Rec) };
             apply_in_task(&mut r);
             k.push(r);
         })
@@ -579,7 +788,8 @@ fn collect(
     let recs = kept.borrow().clone();
     let lost = *lost.borrow();
     let not_kept = *not_kept.borrow();
-    Ok((recs, lost, not_kept))
+    let received = *received.borrow();
+    Ok((recs, lost, not_kept, received))
 }
 
 /// The replay object, its machine set per snapshot.
@@ -788,7 +998,14 @@ fn classify(
             r.this_cpu
         };
         let (alt, _, _) = rp.run(r, feat, idle, other)?;
-        if alt.cpu == k {
+        // the kernel's CPU is the other target's pick, or lies in the other target's LLC
+        // and not in the port's (the target decided where to look, whatever the scan found)
+        let other_llc = {
+            let t = &rp.skel.maps.bss_data.as_ref().context("no bss")?.topo;
+            let llc_of = |c: i32| t.cpu_llc[c as usize % MAX_CPUS];
+            llc_of(k) == llc_of(other) && llc_of(k) != llc_of(new_cpu)
+        };
+        if alt.cpu == k || other_llc {
             if want_affine == 0 || wakee_state_differs {
                 return Ok("wake_wide");
             }
@@ -806,6 +1023,12 @@ fn classify(
     let fast = stat(port, bi::sis_stat_STAT_FAST) > 0;
     if fast || k == target || k == r.prev || k == r.recent_used_cpu {
         return Ok("target/prev/recent");
+    }
+    // past the fast checks select_idle_sibling() returns only a CPU idle (or SCHED_IDLE):
+    // one busy in the snapshot means the snapshot is not the state the kernel read (a CPU
+    // that went idle between the reads), whatever the port's counters say
+    if !bit(idle, k) {
+        return Ok("snapshot (kernel's CPU busy)");
     }
     let smt_of_prev = {
         let t = &rp.skel.maps.bss_data.as_ref().context("no bss")?.topo;
@@ -880,9 +1103,9 @@ fn in_task(pc: u32, layout: u32) -> bool {
     pc & (irq | SOFTIRQ_OFFSET) == 0
 }
 
-/// fair.c's `is_per_cpu_kthread(current) && in_task()` of a record as read (fentry,
-/// kprobe: shadow.bpf.c gives the first and the raw preempt_count); tracepoints read no
-/// preempt_count (layout 0: in_task() stays unknown, replayed both ways).
+/// fair.c's `is_per_cpu_kthread(current) && in_task()` of a record as read (shadow.bpf.c
+/// gives the first and the raw preempt_count, every attachment); where the kernel's BTF
+/// has no place for the count (layout 0) in_task() stays unknown, replayed both ways.
 fn apply_in_task(r: &mut Rec) {
     if r.pc_layout >= PC_LEGACY && r.pcpu_kthread != 0 {
         r.pcpu_kthread = in_task(r.preempt_count, r.pc_layout) as u32;
@@ -911,6 +1134,41 @@ struct Analysis {
     racy_mask: Vec<bool>,
     /// not compared: an unreadable input (WF_SYNC, in_task()) decides the port's CPU
     undecided: BTreeMap<String, u64>,
+    /// compared and agreed per class of wake-up (out_class(), as recorded)
+    by_class: [(u64, u64); OUT_CLASSES],
+}
+
+/// `r` with wake_affine()'s inputs as re-read at exit (shadow.bpf.c's read_wa_exit()): this_rq
+/// nr_running and cfs_h_nr_delayed(), cpu_load() of this and prev, task_h_load() of p and
+/// current; `r` itself where the record has none (wa_exit_read 0: recorded before them).
+fn wa_exit(r: &Rec) -> Rec {
+    let mut x = *r;
+    if r.wa_exit_read != 0 {
+        x.this_nr_running = r.this_nr_running_exit;
+        x.this_nr_delayed = r.this_nr_delayed_exit;
+        x.this_load = r.this_load_exit;
+        x.prev_load = r.prev_load_exit;
+        x.wakee_load = r.wakee_load_exit;
+        if r.waker_load != 0 {
+            x.waker_load = r.waker_load_exit;
+        }
+    }
+    x
+}
+
+/// wake_affine()'s inputs the same in `a` and `b`
+fn wa_same(a: &Rec, b: &Rec) -> bool {
+    (
+        a.this_nr_running,
+        a.this_nr_delayed,
+        a.this_load,
+        a.prev_load,
+    ) == (
+        b.this_nr_running,
+        b.this_nr_delayed,
+        b.this_load,
+        b.prev_load,
+    ) && (a.wakee_load, a.waker_load) == (b.wakee_load, b.waker_load)
 }
 
 /// `r` with each value of the inputs its attachment could not read (shadow.bpf.c's
@@ -992,7 +1250,17 @@ fn analyse_with(
     let mut pol: Vec<(u64, u64, u64, u64)> = vec![(0, 0, 0, 0); policies.len()];
     let mut racy_mask = vec![false; recs.len()];
     let mut undecided: BTreeMap<String, u64> = BTreeMap::new();
+    let mut by_class = [(0u64, 0u64); OUT_CLASSES];
+    let cpu_llc = rp
+        .skel
+        .maps
+        .bss_data
+        .as_ref()
+        .context("no bss")?
+        .topo
+        .cpu_llc;
     for (idx, r) in recs.iter().enumerate() {
+        let class = out_class(r, &cpu_llc);
         if r.wake_flags & WF_CURRENT_CPU != 0 {
             current += 1;
             continue;
@@ -1018,8 +1286,11 @@ fn analyse_with(
             Some(m) => m[idx],
             None => {
                 let mut racy = changed(r.chosen) || changed(port.cpu) || hint_changed;
-                if !racy && entry != exit {
-                    racy = rp.run(r, feat, &exit, -2)?.0.cpu != port.cpu;
+                // wake_affine()'s inputs re-read at exit (none in older recordings)
+                let rx = wa_exit(r);
+                let wa_changed = !wa_same(r, &rx);
+                if !racy && (entry != exit || wa_changed) {
+                    racy = rp.run(&rx, feat, &exit, -2)?.0.cpu != port.cpu;
                 }
                 racy
             }
@@ -1047,6 +1318,8 @@ fn analyse_with(
             }
         }
         compared += 1;
+        by_class[class].0 += 1;
+        by_class[class].1 += (port.cpu == r.chosen) as u64;
         if (0..WORDS.min(8)).any(|i| entry[i] & r.allowed[i] != 0) {
             idle_available += 1;
         }
@@ -1105,6 +1378,7 @@ fn analyse_with(
         policies: rows,
         racy_mask,
         undecided,
+        by_class,
     })
 }
 
@@ -1138,6 +1412,17 @@ fn print_table(rep: &Report) {
         rep.compared,
         rep.idle_available_pct
     );
+    if rep.dropped > 0 {
+        let by: Vec<String> = rep
+            .dropped_by_class
+            .iter()
+            .map(|c| format!("{} {:.1} % of {}", c.class, c.lost_pct, c.output))
+            .collect();
+        println!("dropped by class: {}", by.join(", "));
+        if let Some(w) = rep.agreement_reweighted_pct {
+            println!("agreement with each class weighted as output (before losses): {w:.2} %");
+        }
+    }
     if !rep.not_recorded.is_empty() {
         println!("not recorded (tracepoint): {:?}", rep.not_recorded);
     }
@@ -1249,8 +1534,10 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         not_kept,
         skipped,
         sync_check,
+        dropped_by_class,
     } = record(&topo, opts.duration, &modes, stop, opts.comm)?;
     let duration_s = started.elapsed().as_secs_f64();
+    let mut dropped_by_class = dropped_by_class;
     // the kernel's HZ (record_wakee's decay period); 250 when the run is too short to tell
     let hz = infer_hz(&recs).unwrap_or(250);
     let a = analyse(
@@ -1262,6 +1549,11 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         opts.dump,
         None,
     )?;
+    for c in dropped_by_class.iter_mut() {
+        if let Some(i) = (0..OUT_CLASSES).find(|&i| class_name(i) == c.class) {
+            (c.compared, c.agreed) = a.by_class[i];
+        }
+    }
     let mutant = if opts.mutate_scan_start {
         mutate_scan_start(&mut topo);
         let ro = ReplayOpts { hz, fit: None };
@@ -1286,6 +1578,8 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         compared: a.compared,
         racy: a.racy,
         dropped,
+        agreement_reweighted_pct: reweighted_agreement(&dropped_by_class),
+        dropped_by_class,
         not_kept,
         excluded_current_cpu: a.current_cpu,
         undecided: a.undecided,
@@ -1437,8 +1731,16 @@ mod tests {
         let t = topo(1, 4, 1);
         let o = analyse_one(&t, rec(0, 0, &[3], 1, 3, 4));
         assert_eq!(step_of(&o), "depth");
-        // the full scan finds 3: the LLC scan itself differs when the kernel chose 2 (busy)
+        // the kernel chose 2, busy in the snapshot, where the depth cut the port's scan: past
+        // the fast checks the kernel returns only an idle CPU, so the snapshot is not what
+        // it read (a CPU that went idle between the reads), not a depth difference
+        let o = analyse_one(&t, rec(0, 0, &[3], 1, 2, 4));
+        assert_eq!(step_of(&o), "snapshot (kernel's CPU busy)");
+        // ... and the same with the full scan
         let o = analyse_one(&t, rec(0, 0, &[3], 4, 2, 4));
+        assert_eq!(step_of(&o), "snapshot (kernel's CPU busy)");
+        // the full scan from 1 finds 2; the kernel chose 3, idle too: the LLC scan differs
+        let o = analyse_one(&t, rec(0, 0, &[2, 3], 4, 3, 4));
         assert_eq!(step_of(&o), "select_idle_cpu");
         // 2 LLCs with SMT: the waker on 0 (unloaded) pulls to LLC 0, which is all busy;
         // prev 4's sibling 5 is idle: the kernel kept prev (wake_affine)
@@ -1452,6 +1754,14 @@ mod tests {
         let mut rc = r;
         rc.this_cap = 40;
         assert_eq!(step_of(&analyse_one(&t, rc)), "wake_affine (capacity_of)");
+        // the kernel kept prev's LLC and found 6 there, where the port's run from prev
+        // finds prev's sibling 5 first: still wake_affine (the target decided the LLC),
+        // not a scan difference
+        let mut r6 = r;
+        r6.avail_idle[0] |= 1 << 6;
+        r6.idle_exit[0] |= 1 << 6;
+        r6.chosen = 6;
+        assert_eq!(step_of(&analyse_one(&t, r6)), "wake_affine");
         // the same with a waker that flips between many wakees: wake_wide
         r.waker_flips = 64;
         r.waker_flips_exit = 64; // what the kernel's record_wakee() left
@@ -1610,6 +1920,39 @@ mod tests {
         assert!(o.undecided.is_empty());
     }
 
+    /// The race test re-reads wake_affine()'s inputs at exit: a second task on the waker's
+    /// rq by the exit (so no sync pull) makes the wake-up racy, not a disagreement; the same
+    /// record without exit reads (an older recording) is compared as before.
+    #[test]
+    fn shadow_racy_wake_affine_inputs() {
+        // 2 LLCs with SMT, every CPU busy; the waker on 0 alone, sync: pulls to 0
+        let t = topo(2, 2, 2);
+        let mut r = rec(0, 4, &[], 4, 4, 8);
+        r.this_load = 2048;
+        r.sync = 1;
+        let o = analyse_one(&t, r);
+        assert_eq!((o.compared, o.agreed), (1, 0), "{o:?}");
+        // at exit two tasks on this_rq: the port's answer on the exit state is prev
+        let mut x = r;
+        x.wa_exit_read = 1;
+        x.this_nr_running_exit = 2;
+        x.this_nr_delayed_exit = 0;
+        x.this_load_exit = r.this_load;
+        x.prev_load_exit = r.prev_load;
+        x.wakee_load_exit = r.wakee_load;
+        x.waker_load_exit = r.waker_load;
+        let o = analyse_one(&t, x);
+        assert_eq!((o.compared, o.racy), (0, 1), "{o:?}");
+        // the same inputs at exit: compared
+        x.this_nr_running_exit = 1;
+        let o = analyse_one(&t, x);
+        assert_eq!((o.compared, o.racy), (1, 0), "{o:?}");
+        // a load change that does not move the answer: compared
+        x.prev_load_exit = r.prev_load + 1;
+        let o = analyse_one(&t, x);
+        assert_eq!((o.compared, o.racy), (1, 0), "{o:?}");
+    }
+
     #[test]
     fn shadow_wake_affine_idle_discounts_delayed_tasks() {
         // a sync wake-up, every CPU busy, the waker's rq: the waker and one delay-dequeued
@@ -1742,6 +2085,166 @@ mod tests {
             rec.recs.len()
         );
         assert_eq!(rec.skipped.len(), TP_SKIPS.len());
+    }
+
+    /// The preempt count's place from the per-CPU variables BTF lists: __preempt_count
+    /// (6.15+), pcpu_hot.preempt_count (6.2 .. 6.14), neither; the layout from which of
+    /// local_interrupt_disable_state and nmi_nesting exist. On this host: BTF has it.
+    #[test]
+    fn shadow_preempt_count_place_from_btf() {
+        let m = |v: &[(&str, u32)]| -> BTreeMap<String, u32> {
+            v.iter().map(|(k, o)| (k.to_string(), *o)).collect()
+        };
+        // 6.18: __preempt_count below runqueues
+        let v = m(&[("__preempt_count", 86064), ("runqueues", 178752)]);
+        assert_eq!(pc_place(&v, None), Some((86064 - 178752, PC_LEGACY)));
+        // 6.12: pcpu_hot's member
+        let v = m(&[("pcpu_hot", 100), ("runqueues", 50)]);
+        assert_eq!(pc_place(&v, Some(8)), Some((58, PC_LEGACY)));
+        assert_eq!(pc_place(&v, None), None);
+        // 7.x: counted interrupt disabling, with and without nmi_nesting
+        let mut v = m(&[
+            ("__preempt_count", 8),
+            ("runqueues", 0),
+            ("local_interrupt_disable_state", 16),
+        ]);
+        assert_eq!(pc_place(&v, None), Some((8, PC_IRQ_DISABLE)));
+        v.insert("nmi_nesting".into(), 24);
+        assert_eq!(pc_place(&v, None), Some((8, PC_IRQ_DISABLE_NMI_BIT)));
+        // no runqueues, or no count: unknown
+        assert_eq!(pc_place(&m(&[("__preempt_count", 8)]), None), None);
+        assert_eq!(pc_place(&m(&[("runqueues", 8)]), None), None);
+        assert!(
+            kernel_pc_place().is_some(),
+            "this host's BTF places no preempt count"
+        );
+        // a member inside anonymous unions and structs (6.12's pcpu_hot.preempt_count is
+        // one), on this host's BTF: sk_buff's dev sits in union { struct { next, prev,
+        // union { dev, ... } } }
+        let btf = libbpf_rs::btf::Btf::from_vmlinux().unwrap();
+        let skb: libbpf_rs::btf::types::Struct = btf.type_by_name("sk_buff").unwrap();
+        assert_eq!(member_offset(&btf, skb.type_id(), "prev", 0), Some(8));
+        assert_eq!(member_offset(&btf, skb.type_id(), "dev", 0), Some(16));
+        assert_eq!(
+            member_offset(&btf, skb.type_id(), "no_such_member", 0),
+            None
+        );
+    }
+
+    /// in_task() as the tracepoints now read it (the preempt count beside the learned rq, no
+    /// per-CPU symbol): a thread woken by another thread's write is woken in task context,
+    /// one sleeping in nanosleep() by its hrtimer, in hard IRQ context (!PREEMPT_RT). Both
+    /// kinds must be told apart: every record has the count's layout, the socket wake-ups
+    /// read task context, and most timer wake-ups read a hard IRQ (a few are not: a timer
+    /// that expired before the sleeper slept, or a wake-up from the timer's softirq
+    /// fallback; 50 % keeps a wide margin). A count read from the wrong place reads neither.
+    #[test]
+    fn shadow_in_task_read_on_this_host() {
+        use std::io::{Read, Write};
+        use std::os::unix::net::UnixStream;
+        let t = scx_utils::Topology::new().unwrap();
+        let topo = TopoDesc::from_scx(&t).build().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (mut x, mut y) = UnixStream::pair().unwrap();
+        let (s1, s2) = (stop.clone(), stop.clone());
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(f)
+                .unwrap()
+        };
+        let a = spawn(
+            "sisut_ping",
+            Box::new(move || {
+                let mut buf = [0u8; 1];
+                while !s1.load(Ordering::Relaxed) {
+                    if x.write_all(&[1]).is_err() || x.read_exact(&mut buf).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }),
+        );
+        let b = spawn(
+            "sisut_pong",
+            Box::new(move || {
+                let mut buf = [0u8; 1];
+                while y.read_exact(&mut buf).is_ok() {
+                    if y.write_all(&buf).is_err() {
+                        break;
+                    }
+                }
+            }),
+        );
+        let c = spawn(
+            "sisut_nap",
+            Box::new(move || {
+                while !s2.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_micros(300));
+                }
+            }),
+        );
+        let never = Arc::new(AtomicBool::new(false));
+        let rec = record(&topo, 2, &[Attach::Tracepoint], &never, true).expect("tracepoint");
+        stop.store(true, Ordering::Relaxed);
+        for h in [a, b, c] {
+            h.join().unwrap();
+        }
+        let comm = |c: &[i8; 16]| -> String {
+            c.iter()
+                .take_while(|&&b| b != 0)
+                .map(|&b| b as u8 as char)
+                .collect()
+        };
+        let (mut pong_task, mut pong_other, mut nap_irq, mut nap_other) = (0, 0, 0, 0);
+        for r in &rec.recs {
+            assert_eq!(r.pc_layout, PC_LEGACY, "no preempt count layout: {r:?}");
+            assert_eq!(r.unknown & UNK_IN_TASK, 0, "in_task() unknown: {r:?}");
+            let task = in_task(r.preempt_count, r.pc_layout);
+            match comm(&r.wakee_comm).as_str() {
+                "sisut_pong" if comm(&r.waker_comm) == "sisut_ping" => {
+                    if task {
+                        pong_task += 1
+                    } else {
+                        pong_other += 1
+                    }
+                }
+                "sisut_nap" => {
+                    if r.preempt_count & HARDIRQ_NMI_LEGACY != 0 {
+                        nap_irq += 1
+                    } else {
+                        nap_other += 1
+                    }
+                }
+                _ => {}
+            }
+        }
+        println!(
+            "socket wake-ups: {pong_task} task context, {pong_other} not; timer wake-ups: {nap_irq} hard IRQ, {nap_other} not"
+        );
+        assert!(pong_task >= 20 && pong_other == 0);
+        assert!(nap_irq >= 20 && nap_irq >= nap_other);
+    }
+
+    /// The agreement before losses: each class's agreement weighted by what was output of
+    /// it. Losses that fall on a class agreeing less lower it below the received figure.
+    #[test]
+    fn shadow_agreement_reweighted_by_class_output() {
+        let c = |output, received, compared, agreed| DropClass {
+            class: String::new(),
+            output,
+            received,
+            lost_pct: 0.0,
+            compared,
+            agreed,
+        };
+        // received: 100 % of 900 and 50 % of 100 (95 %); output 900 and 900
+        let v = [c(900, 900, 900, 900), c(900, 100, 100, 50)];
+        assert_eq!(reweighted_agreement(&v), Some(75.0));
+        // no loss: the plain agreement
+        let v = [c(900, 900, 900, 900), c(100, 100, 100, 50)];
+        assert_eq!(reweighted_agreement(&v), Some(95.0));
+        assert_eq!(reweighted_agreement(&[c(5, 0, 0, 0)]), None);
     }
 
     #[test]

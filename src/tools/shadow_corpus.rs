@@ -120,6 +120,19 @@ fn comm_to(s: &str) -> [i8; 16] {
     c
 }
 
+/// wake_affine()'s inputs re-read at exit (shadow.bpf.c's read_wa_exit(), for the race
+/// test): optional in version 1, absent from files recorded before them (then the race test
+/// reads the idle states and hints only, as it did).
+#[derive(Serialize, Deserialize, Debug)]
+pub struct WaExit {
+    pub this_nr_running: u32,
+    pub this_nr_delayed: u32,
+    pub this_load: u64,
+    pub prev_load: u64,
+    pub waker_load: u64,
+    pub wakee_load: u64,
+}
+
 /// RecLine: `struct shadow_rec` as a JSON object; the masks as CPU lists.
 macro_rules! rec_line {
     (scalars: $($s:ident: $st:ty),* ; pairs: $($p:ident: $pt:ty),* ; masks: $($m:ident),*) => {
@@ -132,6 +145,8 @@ macro_rules! rec_line {
             pub waker_comm: Option<String>,
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub wakee_comm: Option<String>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub wa_exit: Option<WaExit>,
         }
 
         fn to_line(r: &Rec, comm: bool) -> RecLine {
@@ -141,6 +156,14 @@ macro_rules! rec_line {
                 $($m: cpus_of(&r.$m),)*
                 waker_comm: comm.then(|| comm_of(&r.waker_comm)),
                 wakee_comm: comm.then(|| comm_of(&r.wakee_comm)),
+                wa_exit: (r.wa_exit_read != 0).then(|| WaExit {
+                    this_nr_running: r.this_nr_running_exit,
+                    this_nr_delayed: r.this_nr_delayed_exit,
+                    this_load: r.this_load_exit,
+                    prev_load: r.prev_load_exit,
+                    waker_load: r.waker_load_exit,
+                    wakee_load: r.wakee_load_exit,
+                }),
             }
         }
 
@@ -154,6 +177,15 @@ macro_rules! rec_line {
             }
             if let Some(c) = &l.wakee_comm {
                 r.wakee_comm = comm_to(c);
+            }
+            if let Some(w) = &l.wa_exit {
+                r.wa_exit_read = 1;
+                r.this_nr_running_exit = w.this_nr_running;
+                r.this_nr_delayed_exit = w.this_nr_delayed;
+                r.this_load_exit = w.this_load;
+                r.prev_load_exit = w.prev_load;
+                r.waker_load_exit = w.waker_load;
+                r.wakee_load_exit = w.wakee_load;
             }
             Ok(r)
         }
@@ -694,6 +726,8 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
         compared: acc.compared,
         racy: acc.racy,
         dropped: h.dropped,
+        dropped_by_class: vec![],
+        agreement_reweighted_pct: None,
         not_kept: h.not_kept,
         excluded_current_cpu: acc.current,
         undecided: acc.undecided.clone(),
@@ -893,6 +927,10 @@ mod tests {
             util_sum: [1, u64::MAX],
             stack_sync: -1,
             pc_layout: 3,
+            wa_exit_read: 1,
+            this_nr_running_exit: 3,
+            this_load_exit: 9,
+            wakee_load_exit: 5,
             ..Default::default()
         };
         r.allowed = [u64::MAX; 8];
@@ -904,6 +942,17 @@ mod tests {
         assert_eq!(format!("{back:?}"), format!("{r:?}"));
         assert!(line.contains(r#""read":[191]"#), "{line}");
         assert!(line.contains(r#""idle_exit":[448,511]"#), "{line}");
+        assert!(line.contains(r#""wa_exit":{"this_nr_running":3"#), "{line}");
+        // a record without exit reads (before them) writes none and reads back without
+        let mut old = r;
+        old.wa_exit_read = 0;
+        old.this_nr_running_exit = 0;
+        old.this_load_exit = 0;
+        old.wakee_load_exit = 0;
+        let line = serde_json::to_string(&to_line(&old, true)).unwrap();
+        assert!(!line.contains("wa_exit"), "{line}");
+        let back = from_line(&serde_json::from_str(&line).unwrap()).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{old:?}"));
         // without --comm no name is written, and none comes back
         let line = serde_json::to_string(&to_line(&r, false)).unwrap();
         assert!(!line.contains("comm"), "{line}");

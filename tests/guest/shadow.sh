@@ -79,6 +79,7 @@ for mode in "${modes[@]}"; do
   done
   figure "${mode}_undecided" "$(jq -r '[.undecided[]] | add // 0' "$j")"
   info "$mode not recorded: $(jq -c .not_recorded "$j")"
+  info "$mode dropped by class: $(jq -c '.dropped_by_class // []' "$j")"
   if [ "$mode" != tracepoint ]; then
     # WF_SYNC from the call stack (the tracepoints' source) against wake_flags
     figure "${mode}_sync_stack_agree" "$(jq -r '.sync_from_stack.agree // 0' "$j")"

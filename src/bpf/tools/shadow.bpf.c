@@ -102,6 +102,20 @@ struct shadow_rec {
 	u32 preempt_count;	/* preempt_count() of the waker (in_task()), low 32 bits */
 	u32 pc_layout;		/* SHADOW_PC_*: its layout; 0 not read (tracepoints) */
 	u64 util_sum[2];	/* the LLC's sum of cpu_util_cfs(): [0] this_cpu's, [1] prev's */
+	/*
+	 * wake_affine()'s inputs again at exit, for the race test (src/tools/shadow.rs): this_rq's
+	 * nr_running and cfs_h_nr_delayed(), cpu_load() of this and prev, task_h_load() of p
+	 * and of current. At a tracepoint's exit p may already be queued on the chosen CPU:
+	 * that CPU's values are the entry's (not re-read). wa_exit_read 0: none read.
+	 */
+	u32 wa_exit_read;
+	u32 this_nr_running_exit;
+	u32 this_nr_delayed_exit;
+	u32 wa_exit_pad;
+	u64 this_load_exit;
+	u64 prev_load_exit;
+	u64 waker_load_exit;
+	u64 wakee_load_exit;
 	char waker_comm[16];	/* record_comm only (shadow --record --comm); else zeros */
 	char wakee_comm[16];
 };
@@ -138,37 +152,27 @@ struct {
 } counters SEC(".maps");
 
 /*
- * preempt_count() for in_task(): the per-CPU __preempt_count (x86, v6.15+; an unsigned
- * long with a 64-bit count, whose low 32 bits hold every count in_task() tests, read as
- * such on little-endian x86), or pcpu_hot.preempt_count (v6.2 .. v6.14); both are per-CPU
- * symbols, resolved where kallsyms lists data (as runqueues). Neither found: 0, taken as
- * task context. The layout from which symbols exist (SHADOW_PC_*); src/tools/shadow.rs
- * applies in_task()'s mask.
+ * preempt_count() for in_task(), without a per-CPU data symbol (a typed __ksym needs
+ * CONFIG_KALLSYMS_ALL: without it the verifier refuses the whole program, "ldimm64 failed
+ * to find the address for kernel symbol"). The loader reads from the kernel's BTF (the
+ * .data..percpu DATASEC, which lists every per-CPU variable's offset whatever kallsyms
+ * shows) how far the preempt count lies from `runqueues` in a CPU's per-CPU area:
+ * __preempt_count (x86, v6.15+; an unsigned long with a 64-bit count, whose low 32 bits hold
+ * every count in_task() tests, read as such on little-endian x86) or pcpu_hot.preempt_count
+ * (v6.2 .. v6.14). The waker's CPU's rq (the symbol's, or the one learned) plus that
+ * distance is its count. pc_layout is the layout (SHADOW_PC_*, from which per-CPU
+ * variables BTF has), 0 where BTF has neither place: in_task() is then unknown.
  */
-extern unsigned long local_interrupt_disable_state __ksym __weak;
-extern unsigned int nmi_nesting __ksym __weak;
-extern const int __preempt_count __ksym __weak;
-struct pcpu_hot___shadow {
-	int preempt_count;
-} __attribute__((preserve_access_index));
-extern struct pcpu_hot___shadow pcpu_hot __ksym __weak;
+const volatile s64 pc_from_rq;
+const volatile u32 pc_layout;
 
-static __always_inline u32 shadow_preempt_count(void)
+static __always_inline u32 shadow_preempt_count(struct rq *this_rq)
 {
-	int pc = 0;
+	u32 pc = 0;
 
-	if (bpf_ksym_exists(&__preempt_count))
-		pc = *(int *)bpf_this_cpu_ptr(&__preempt_count);
-	else if (bpf_core_field_exists(pcpu_hot.preempt_count))
-		pc = ((struct pcpu_hot___shadow *)bpf_this_cpu_ptr(&pcpu_hot))->preempt_count;
+	if (pc_layout && this_rq)
+		bpf_probe_read_kernel(&pc, sizeof(pc), (void *)this_rq + pc_from_rq);
 	return pc;
-}
-
-static __always_inline u32 shadow_pc_layout(void)
-{
-	if (!bpf_ksym_exists(&local_interrupt_disable_state))
-		return SHADOW_PC_LEGACY;
-	return bpf_ksym_exists(&nmi_nesting) ? SHADOW_PC_IRQ_DISABLE_NMI_BIT : SHADOW_PC_IRQ_DISABLE;
 }
 
 /*
@@ -209,15 +213,16 @@ static __always_inline void mask_put(u64 *mask, s32 cpu)
 }
 
 /*
- * cpu_rq(cpu), two ways, chosen at compile time by @tp (every caller is inlined with a
- * constant, so a tracepoint program holds no reference to a per-CPU data symbol):
+ * cpu_rq(cpu), two ways, chosen at compile time by @learned (every caller is inlined with
+ * a constant, so a program built learned holds no reference to a per-CPU data symbol):
  * - the per-CPU runqueues symbol (declared by scx/common.bpf.h), which needs
  *   CONFIG_KALLSYMS_ALL (Debian's kernels have it; without it the verifier refuses the
  *   program: "failed to find the address for kernel symbol");
  * - learned: every CPU's rq as that CPU itself sees it, current->se.cfs_rq->rq (any task's
  *   cfs_rq, of whatever group, belongs to its CPU's rq; the idle task's is set by
- *   init_idle(); CONFIG_FAIR_GROUP_SCHED), kept once rq->cpu is that CPU. Each tracepoint
- *   program learns its own CPU's; sched_switch runs on every CPU that does anything. A CPU
+ *   init_idle(); CONFIG_FAIR_GROUP_SCHED), kept once rq->cpu is that CPU. Each learned
+ *   program (the tracepoints; fentry and kprobe where kallsyms has no `runqueues`) learns its
+ *   own CPU's; sched_switch runs on every CPU that does anything. A CPU
  *   not learned yet (or an rq->cpu that differs at use) counts SHADOW_RQ_MISMATCH and the
  *   record is dropped.
  */
@@ -239,13 +244,13 @@ static __always_inline void learn_this_rq(void)
 		rq_of_cpu[cpu & (MAX_CPUS - 1)] = (u64)rq;
 }
 
-static __always_inline struct rq *shadow_rq(s32 cpu, const bool tp)
+static __always_inline struct rq *shadow_rq(s32 cpu, const bool learned)
 {
 	struct rq *rq;
 
 	if (cpu < 0 || cpu >= MAX_CPUS)
 		return NULL;
-	if (!tp)
+	if (!learned)
 		return (struct rq *)bpf_per_cpu_ptr(&runqueues, cpu);
 	rq = (struct rq *)rq_of_cpu[cpu & (MAX_CPUS - 1)];
 	if (!rq || BPF_CORE_READ(rq, cpu) != cpu)
@@ -296,7 +301,7 @@ static __always_inline bool rq_sched_idle(struct rq *rq)
  * state is idle_cpu() without that, so that the race test still sees another task arriving.
  * @chosen_base < 0: nothing to discount (fexit, kretprobe).
  */
-static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, const bool tp,
+static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, const bool learned,
 				     s32 chosen, s32 chosen_base, u64 *util_sum)
 {
 	s32 llc;
@@ -311,7 +316,7 @@ static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, c
 	nr = topo.llc_nr[llc & (MAX_LLCS - 1)];
 	bpf_for(i, 0, nr) {
 		s32 c = topo.llc_cpus[(start + i) & (MAX_CPUS - 1)];
-		struct rq *rq = shadow_rq(c, tp);
+		struct rq *rq = shadow_rq(c, learned);
 		bool avail, sidle;
 
 		if (!rq) {
@@ -345,9 +350,9 @@ static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, c
  * of rq->sd with one.
  */
 static __always_inline void read_llc_shared(s32 cpu, s32 *has_idle_cores, s32 *nr_idle_scan,
-					    const bool tp)
+					    const bool learned)
 {
-	struct rq *rq = shadow_rq(cpu, tp);
+	struct rq *rq = shadow_rq(cpu, learned);
 	struct sched_domain *sd;
 	struct sched_domain_shared *sds = NULL, *sh;
 	int i;
@@ -448,11 +453,12 @@ static __always_inline s32 stack_sync(void *ctx, struct shadow_slot *s)
 }
 
 /*
- * The snapshot. @tp: a tracepoint (no per-CPU data symbol: cpu_rq() as learned by each
- * CPU, WF_SYNC and in_task() unknown, so task_h_load(current) is always read).
+ * The snapshot. @tp: a tracepoint (WF_SYNC unknown unless the call stack tells, so
+ * task_h_load(current) is always read). @learned: cpu_rq() as learned by each CPU (no
+ * per-CPU data symbol: the tracepoints, and fentry/kprobe where kallsyms lacks runqueues).
  */
 static __always_inline int on_entry(void *ctx, struct task_struct *p, s32 prev,
-				    u32 wake_flags, const bool tp)
+				    u32 wake_flags, const bool tp, const bool learned)
 {
 	u32 zero = 0, i, words;
 	struct shadow_slot *s = bpf_map_lookup_elem(&slots, &zero);
@@ -485,12 +491,10 @@ static __always_inline int on_entry(void *ctx, struct task_struct *p, s32 prev,
 	/* is_per_cpu_kthread(current) && in_task() */
 	kthread = (cur_flags & SHADOW_PF_KTHREAD) && BPF_CORE_READ(cur, nr_cpus_allowed) == 1;
 	r->pcpu_kthread = kthread;
-	if (tp) {
-		r->unknown = SHADOW_UNK_SYNC | (kthread ? SHADOW_UNK_IN_TASK : 0);
-	} else {
-		r->preempt_count = shadow_preempt_count();
-		r->pc_layout = shadow_pc_layout();
-	}
+	if (tp)
+		r->unknown = SHADOW_UNK_SYNC;
+	if (kthread && !pc_layout)
+		r->unknown |= SHADOW_UNK_IN_TASK;
 	r->stack_sync = stack_sync(ctx, s);
 	if (tp && r->stack_sync >= 0) {
 		wake_flags |= r->stack_sync ? 0x10 : 0;
@@ -510,8 +514,10 @@ static __always_inline int on_entry(void *ctx, struct task_struct *p, s32 prev,
 		bpf_probe_read_kernel_str(r->wakee_comm, sizeof(r->wakee_comm), p->comm);
 	}
 
-	this_rq = shadow_rq(this_cpu, tp);
-	prev_rq = prev >= 0 && prev < MAX_CPUS ? shadow_rq(prev, tp) : NULL;
+	this_rq = shadow_rq(this_cpu, learned);
+	prev_rq = prev >= 0 && prev < MAX_CPUS ? shadow_rq(prev, learned) : NULL;
+	r->pc_layout = pc_layout;
+	r->preempt_count = shadow_preempt_count(this_rq);
 	if (this_rq) {
 		r->this_nr_running = BPF_CORE_READ(this_rq, nr_running);
 		r->this_nr_delayed = rq_nr_delayed(this_rq);
@@ -539,19 +545,63 @@ static __always_inline int on_entry(void *ctx, struct task_struct *p, s32 prev,
 		r->allowed[i & (MASK_WORDS - 1)] = w;
 	}
 
-	read_llc(r, this_cpu, false, tp, -1, -1, &r->util_sum[0]);
+	read_llc(r, this_cpu, false, learned, -1, -1, &r->util_sum[0]);
 	if (topo.cpu_llc[prev & (MAX_CPUS - 1)] != topo.cpu_llc[this_cpu & (MAX_CPUS - 1)])
-		read_llc(r, prev, false, tp, -1, -1, &r->util_sum[1]);
+		read_llc(r, prev, false, learned, -1, -1, &r->util_sum[1]);
 	else
 		r->util_sum[1] = r->util_sum[0];
-	read_llc_shared(this_cpu, &r->has_idle_cores[0], &r->nr_idle_scan[0], tp);
-	read_llc_shared(prev, &r->has_idle_cores[1], &r->nr_idle_scan[1], tp);
+	read_llc_shared(this_cpu, &r->has_idle_cores[0], &r->nr_idle_scan[0], learned);
+	read_llc_shared(prev, &r->has_idle_cores[1], &r->nr_idle_scan[1], learned);
 	s->p = (u64)p;
 	return 0;
 }
 
+/*
+ * A record's class for the loss count (SHADOW_OUT_CLASS0 + this; src/tools/shadow.rs's
+ * out_class() is the same): bit 0 WF_SYNC, bit 1 this_cpu and prev share an LLC. (Not the
+ * per-CPU kthread waker: the reader turns that field into `&& in_task()`, so a replay
+ * could not class a record as here.)
+ */
+static __always_inline u32 shadow_out_class(struct shadow_rec *r)
+{
+	s32 tl = topo.cpu_llc[r->this_cpu & (MAX_CPUS - 1)];
+	s32 pl = topo.cpu_llc[r->prev & (MAX_CPUS - 1)];
+
+	return (r->sync ? 1 : 0) | (tl == pl ? 2 : 0);
+}
+
+/*
+ * wake_affine()'s inputs at exit (shadow_rec.wa_exit_read). @chosen_base > 0 (sched_wakeup):
+ * p is already queued on @chosen, whose nr_running and load include it: kept as at entry.
+ * At either tracepoint (@chosen_base >= 0) set_task_cpu() may have moved p's se.cfs_rq to
+ * the chosen CPU's: task_h_load(p) is kept as at entry too.
+ */
+static __always_inline void read_wa_exit(struct shadow_rec *r, struct task_struct *p,
+					 struct task_struct *cur, s32 chosen, s32 chosen_base,
+					 const bool learned)
+{
+	struct rq *this_rq = shadow_rq(r->this_cpu, learned);
+	struct rq *prev_rq = shadow_rq(r->prev, learned);
+	u64 now = bpf_jiffies64();
+
+	r->this_nr_running_exit = r->this_nr_running;
+	r->this_nr_delayed_exit = r->this_nr_delayed;
+	r->this_load_exit = r->this_load;
+	r->prev_load_exit = r->prev_load;
+	if (this_rq && !(chosen_base > 0 && chosen == r->this_cpu)) {
+		r->this_nr_running_exit = BPF_CORE_READ(this_rq, nr_running);
+		r->this_nr_delayed_exit = rq_nr_delayed(this_rq);
+		r->this_load_exit = cfs_load(&this_rq->cfs);
+	}
+	if (prev_rq && !(chosen_base > 0 && chosen == r->prev))
+		r->prev_load_exit = cfs_load(&prev_rq->cfs);
+	r->wakee_load_exit = chosen_base >= 0 ? r->wakee_load : task_h_load(p, now);
+	r->waker_load_exit = r->waker_load ? task_h_load(cur, now) : 0;
+	r->wa_exit_read = 1;
+}
+
 /* The kernel chose @ret; at a tracepoint @chosen_base of its nr_running is the wakee (read_llc). */
-static __always_inline int on_exit(void *ctx, s32 ret, const bool tp, s32 chosen_base)
+static __always_inline int on_exit(void *ctx, s32 ret, const bool learned, s32 chosen_base)
 {
 	u32 zero = 0;
 	struct shadow_slot *s = bpf_map_lookup_elem(&slots, &zero);
@@ -563,20 +613,22 @@ static __always_inline int on_exit(void *ctx, s32 ret, const bool tp, s32 chosen
 			cnt_inc(SHADOW_UNMATCHED);
 		return 0;
 	}
-	s->p = 0;
 	r = &s->rec;
 	r->chosen = ret;
 	r->waker_flips_exit = BPF_CORE_READ(cur, wakee_flips);
 	r->waker_decay_ts_exit = BPF_CORE_READ(cur, wakee_flip_decay_ts);
-	read_llc(r, r->this_cpu, true, tp, ret, chosen_base, NULL);
+	read_llc(r, r->this_cpu, true, learned, ret, chosen_base, NULL);
 	if (topo.cpu_llc[r->prev & (MAX_CPUS - 1)] != topo.cpu_llc[r->this_cpu & (MAX_CPUS - 1)])
-		read_llc(r, r->prev, true, tp, ret, chosen_base, NULL);
-	read_llc_shared(r->this_cpu, &r->has_idle_cores_exit[0], &r->nr_idle_scan_exit[0], tp);
-	read_llc_shared(r->prev, &r->has_idle_cores_exit[1], &r->nr_idle_scan_exit[1], tp);
+		read_llc(r, r->prev, true, learned, ret, chosen_base, NULL);
+	read_llc_shared(r->this_cpu, &r->has_idle_cores_exit[0], &r->nr_idle_scan_exit[0], learned);
+	read_llc_shared(r->prev, &r->has_idle_cores_exit[1], &r->nr_idle_scan_exit[1], learned);
+	read_wa_exit(r, (struct task_struct *)s->p, cur, ret, chosen_base, learned);
+	s->p = 0;
 	if (s->bad || (r->unknown & 0x80000000)) {
 		cnt_inc(SHADOW_RQ_MISMATCH);
 		return 0;
 	}
+	cnt_inc(SHADOW_OUT_CLASS0 + shadow_out_class(r));
 	if (bpf_perf_event_output(ctx, &events, BPF_F_CURRENT_CPU, r, sizeof(*r)))
 		cnt_inc(SHADOW_OUT_FAILED);
 	return 0;
@@ -585,7 +637,7 @@ static __always_inline int on_exit(void *ctx, s32 ret, const bool tp, s32 chosen
 SEC("fentry/select_task_rq_fair")
 int BPF_PROG(shadow_fentry, struct task_struct *p, int prev_cpu, int wake_flags)
 {
-	return on_entry(ctx, p, prev_cpu, wake_flags, false);
+	return on_entry(ctx, p, prev_cpu, wake_flags, false, false);
 }
 
 SEC("fexit/select_task_rq_fair")
@@ -597,13 +649,44 @@ int BPF_PROG(shadow_fexit, struct task_struct *p, int prev_cpu, int wake_flags, 
 SEC("kprobe/select_task_rq_fair")
 int BPF_KPROBE(shadow_kprobe, struct task_struct *p, int prev_cpu, int wake_flags)
 {
-	return on_entry(ctx, p, prev_cpu, wake_flags, false);
+	return on_entry(ctx, p, prev_cpu, wake_flags, false, false);
 }
 
 SEC("kretprobe/select_task_rq_fair")
 int BPF_KRETPROBE(shadow_kretprobe, int ret)
 {
 	return on_exit(ctx, ret, false, -1);
+}
+
+/*
+ * The same where /proc/kallsyms has no `runqueues` (no CONFIG_KALLSYMS_ALL): cpu_rq() as
+ * learned by each CPU (learn_this_rq(), with sched_switch attached beside), so that nothing
+ * here names a per-CPU data symbol. The loader picks these or the ones above.
+ */
+SEC("fentry/select_task_rq_fair")
+int BPF_PROG(shadow_fentry_learned, struct task_struct *p, int prev_cpu, int wake_flags)
+{
+	learn_this_rq();
+	return on_entry(ctx, p, prev_cpu, wake_flags, false, true);
+}
+
+SEC("fexit/select_task_rq_fair")
+int BPF_PROG(shadow_fexit_learned, struct task_struct *p, int prev_cpu, int wake_flags, int ret)
+{
+	return on_exit(ctx, ret, true, -1);
+}
+
+SEC("kprobe/select_task_rq_fair")
+int BPF_KPROBE(shadow_kprobe_learned, struct task_struct *p, int prev_cpu, int wake_flags)
+{
+	learn_this_rq();
+	return on_entry(ctx, p, prev_cpu, wake_flags, false, true);
+}
+
+SEC("kretprobe/select_task_rq_fair")
+int BPF_KRETPROBE(shadow_kretprobe_learned, int ret)
+{
+	return on_exit(ctx, ret, true, -1);
 }
 
 /*
@@ -629,7 +712,8 @@ int BPF_KRETPROBE(shadow_kretprobe, int ret)
  * sleeping task): ttwu_runnable() is ruled out. p->on_cpu == 1 at sched_waking leaves both
  * wakelist paths open unless sched_migrate_task fired (only the selection moves p) or p->on_cpu
  * is still 1 at csd_queue_cpu (the selection waits for 0): the rest is ambiguous, not output.
- * Not readable here: wake_flags (WF_SYNC; WF_CURRENT_CPU) and in_task(), marked unknown.
+ * Not readable here: wake_flags (WF_SYNC, from the call stack where kallsyms shows text;
+ * WF_CURRENT_CPU), marked unknown. in_task() is read as at fentry (shadow_preempt_count()).
  */
 SEC("tp_btf/sched_waking")
 int BPF_PROG(shadow_waking, struct task_struct *p)
@@ -657,7 +741,7 @@ int BPF_PROG(shadow_waking, struct task_struct *p)
 		cnt_inc(SHADOW_TP_NO_SELECT);
 		return 0;
 	}
-	on_entry(ctx, p, BPF_CORE_READ(p, wake_cpu), SHADOW_WF_TTWU, true);
+	on_entry(ctx, p, BPF_CORE_READ(p, wake_cpu), SHADOW_WF_TTWU, true, true);
 	s->rec.on_cpu = BPF_CORE_READ(p, on_cpu);
 	return 0;
 }

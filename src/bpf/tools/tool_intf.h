@@ -27,7 +27,7 @@ enum shadow_pc_layout {
 enum shadow_unknown {
 	/* wake_flags: WF_SYNC is not an argument of sched_waking */
 	SHADOW_UNK_SYNC		= 1,
-	/* in_task(): no preempt_count without its per-CPU symbol */
+	/* in_task(): preempt_count's place not in the kernel's BTF */
 	SHADOW_UNK_IN_TASK	= 2,
 };
 
@@ -46,7 +46,13 @@ enum shadow_cnt {
 	SHADOW_RQ_MISMATCH,	/* tracepoints: a CPU's rq not learned yet, or rq->cpu != cpu */
 	SHADOW_SYNC_INFER_OK,	/* fentry/kprobe: the stack's WF_SYNC == wake_flags' */
 	SHADOW_SYNC_INFER_BAD,	/* fentry/kprobe: they differ */
-	SHADOW_NR_CNT,
+	/*
+	 * records handed to the perf ring, by class (shadow_out_class()): the reader counts
+	 * what it received per class, the difference is what the ring lost of each (JSON
+	 * dropped_by_class), so a loss that favours one kind of wake-up shows
+	 */
+	SHADOW_OUT_CLASS0,
+	SHADOW_NR_CNT = SHADOW_OUT_CLASS0 + 4,
 };
 
 /* cost.bpf.c */
