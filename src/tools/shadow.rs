@@ -2139,6 +2139,8 @@ mod tests {
     /// that expired before the sleeper slept, or a wake-up from the timer's softirq
     /// fallback; 50 % keeps a wide margin). A count read from the wrong place reads neither.
     #[test]
+    // long: a native test, two workloads (socket and nanosleep wake-ups) traced at once and
+    // checked on the same records; its steps share the threads and the recording
     fn shadow_in_task_read_on_this_host() {
         use std::io::{Read, Write};
         use std::os::unix::net::UnixStream;
