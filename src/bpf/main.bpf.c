@@ -21,7 +21,9 @@
 #include <scx/common.bpf.h>
 #include <scx/compat.bpf.h>
 #include "intf.h"
-#include "ctx.bpf.h"
+#include "sis_ctx.bpf.h"	/* the seam's interface */
+#include "scx_prims.bpf.h"	/* its implementation over sched_ext */
+#include "ctx.bpf.h"		/* then its users */
 #include "wake.bpf.h"
 #include "vtime.bpf.h"
 #include "queue.bpf.h"
@@ -102,8 +104,8 @@ s32 BPF_STRUCT_OPS(sisutil_init_task, struct task_struct *p, struct scx_init_tas
 
 s32 BPF_STRUCT_OPS_SLEEPABLE(sisutil_init)
 {
-	if (!topo.nr_llcs || topo.nr_llcs > MAX_LLCS) {
-		scx_bpf_error("bad topology: %u LLCs", topo.nr_llcs);
+	if (!sis_topo()->nr_llcs || sis_topo()->nr_llcs > MAX_LLCS) {
+		scx_bpf_error("bad topology: %u LLCs", sis_topo()->nr_llcs);
 		return -EINVAL;
 	}
 	cpu_ctx_init();

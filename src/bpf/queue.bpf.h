@@ -31,7 +31,7 @@ static void queue_enqueue(struct task_struct *p, u64 enq_flags)
 	u32 shard;
 
 	if (llc < 0) {
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, sis_slice_ns(), enq_flags);
 		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
 		stat_inc(llc, STAT_DIRECT);
 		return;
@@ -48,7 +48,7 @@ static void queue_enqueue(struct task_struct *p, u64 enq_flags)
 	if (shard && !READ_ONCE(llc_shards_used))
 		WRITE_ONCE(llc_shards_used, 1);
 	/* the EEVDF order: the virtual deadline, within the LLC clock's wait guard */
-	scx_bpf_dsq_insert_vtime(p, shard_dsq(llc, shard), slice_ns, vt_enqueue_key(p, llc),
+	scx_bpf_dsq_insert_vtime(p, shard_dsq(llc, shard), sis_slice_ns(), vt_enqueue_key(p, llc),
 				 enq_flags);
 	stat_inc(llc, STAT_ENQUEUE);
 
@@ -123,7 +123,7 @@ static void queue_dispatch(s32 cpu, struct task_struct *prev)
 	}
 	/* nothing else to run here: let prev go on */
 	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
-		prev->scx.slice = slice_ns;
+		prev->scx.slice = sis_slice_ns();
 		return;
 	}
 
@@ -150,7 +150,7 @@ static s32 queue_init(void)
 	u64 id;
 
 	kick_llc_words_init();
-	bpf_for(l, 0, topo.nr_llcs) {
+	bpf_for(l, 0, sis_topo()->nr_llcs) {
 		nr = llc_nr_shards(l);
 		bpf_for(s, 0, nr) {
 			id = shard_dsq(l, s);

@@ -87,7 +87,7 @@ static __always_inline u32 smt_row(s32 cpu)
 
 static __always_inline u32 smt_nr(s32 cpu)
 {
-	u32 nr = topo.cpu_nr_smt[cpu & (MAX_CPUS - 1)];
+	u32 nr = sis_topo()->cpu_nr_smt[cpu & (MAX_CPUS - 1)];
 
 	return nr > MAX_SMT ? MAX_SMT : nr;
 }
@@ -95,7 +95,7 @@ static __always_inline u32 smt_nr(s32 cpu)
 /* the @i-th thread of @cpu's core: for_each_cpu(sib, cpu_smt_mask(cpu)), i < smt_nr(cpu) */
 static __always_inline s32 smt_sibling(s32 cpu, u32 i)
 {
-	return topo.cpu_smt[smt_row(cpu)][i & (MAX_SMT - 1)];
+	return sis_topo()->cpu_smt[smt_row(cpu)][i & (MAX_SMT - 1)];
 }
 
 /* Are @a and @b threads of one core (a domain with SD_SHARE_CPUCAPACITY)? */
@@ -143,7 +143,7 @@ static __attribute__((unused)) void update_idle_core(u64 feat, s32 cpu)
 	u32 i, nr;
 	s32 sib;
 
-	if (cpu < 0 || cpu >= MAX_CPUS || !topo.smt || !feat_on(feat, FEAT_SIS_CORE))
+	if (cpu < 0 || cpu >= MAX_CPUS || !sis_topo()->smt || !feat_on(feat, FEAT_SIS_CORE))
 		return;
 	if (test_idle_cores(sis_cpu_llc(cpu)))
 		return;
@@ -274,7 +274,7 @@ static s64 sis_prop_nr(struct sis_ctx *c, s32 llc)
 	}
 
 	avg_cost = this->avg_scan_cost + 1;
-	span_avg = (u64)topo.llc_nr[llc & (MAX_LLCS - 1)] * this->wake_avg_idle;
+	span_avg = (u64)sis_topo()->llc_nr[llc & (MAX_LLCS - 1)] * this->wake_avg_idle;
 	if (span_avg > SIS_PROP_MIN_NR * avg_cost)
 		return span_avg / avg_cost;
 	return SIS_PROP_MIN_NR;
@@ -378,9 +378,9 @@ static s32 select_idle_cpu(struct sis_ctx *c, const struct cpumask *idle_mask, s
 	}
 	sis_calib(c, target, nr, has_idle_core);
 
-	start = topo.llc_start[llc & (MAX_LLCS - 1)];
-	nr_cpus = topo.llc_nr[llc & (MAX_LLCS - 1)];
-	pos = topo.cpu_llc_pos[target & (MAX_CPUS - 1)];
+	start = sis_topo()->llc_start[llc & (MAX_LLCS - 1)];
+	nr_cpus = sis_topo()->llc_nr[llc & (MAX_LLCS - 1)];
+	pos = sis_topo()->cpu_llc_pos[target & (MAX_CPUS - 1)];
 
 	bpf_for(i, 0, nr_cpus) {
 		u32 idx = pos + 1 + i;
@@ -389,7 +389,7 @@ static s32 select_idle_cpu(struct sis_ctx *c, const struct cpumask *idle_mask, s
 		if (idx >= nr_cpus)
 			idx -= nr_cpus;
 		idx += start;
-		cpu = topo.llc_cpus[idx & (MAX_CPUS - 1)];
+		cpu = sis_topo()->llc_cpus[idx & (MAX_CPUS - 1)];
 
 		/* cpus = sched_domain_span(sd) & p->cpus_ptr, minus busy cores */
 		if (!sis_allowed(c, cpu) || mask_test(removed, cpu))
@@ -495,7 +495,7 @@ static s32 select_idle_sibling(struct sis_ctx *c, const struct cpumask *idle_mas
 	sis_inc(c, STAT_DOMAIN_SEARCH);
 
 	/* sched_smt_active(): SIS_CORE off behaves as a kernel without SMT */
-	if (topo.smt && sis_feat(c, FEAT_SIS_CORE)) {
+	if (sis_topo()->smt && sis_feat(c, FEAT_SIS_CORE)) {
 		has_idle_core = test_idle_cores(llc);
 		if (!has_idle_core && sis_share_cache(prev, target)) {
 			i = select_idle_smt(c, idle_mask, prev);
@@ -546,7 +546,7 @@ static bool wake_wide(struct sis_ctx *c, struct sis_wake_state *waker,
 {
 	u32 master = waker->wakee_flips, slave = wakee->wakee_flips, tmp;
 	s32 llc = sis_cpu_llc(c->this_cpu);
-	u32 factor = llc >= 0 ? topo.llc_nr[llc & (MAX_LLCS - 1)] : 1;
+	u32 factor = llc >= 0 ? sis_topo()->llc_nr[llc & (MAX_LLCS - 1)] : 1;
 
 	if (master < slave) {
 		tmp = master;
@@ -608,7 +608,7 @@ static s32 wake_affine_weight(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sy
 
 	if (!tc || !pc)
 		return -1;
-	pct = sis_smt_siblings(this_cpu, prev) ? SMT_IMBALANCE_PCT : imbalance_pct;
+	pct = sis_smt_siblings(this_cpu, prev) ? SMT_IMBALANCE_PCT : sis_imbalance_pct();
 
 	this_eff = READ_ONCE(tc->util);
 	if (sync) {

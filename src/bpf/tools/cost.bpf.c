@@ -33,12 +33,13 @@
  * which the caller subtracts. No struct_ops, no sched_ext kfunc: loads on
  * any kernel that allows bpf().
  */
-#define SIS_COUNT_IN_PLACE	/* the scheduler's counting (synth.bpf.h) */
+#include "sis_ctx.bpf.h"
 #include "synth.bpf.h"
 #include "sis.bpf.h"
 #pragma clang diagnostic ignored "-Wunused-function"	/* ctx.bpf.h's scheduler-only helpers */
 #include "ctx.bpf.h"
 #include "decide.bpf.h"
+#include "kick.bpf.h"
 #include "steal.bpf.h"
 
 char _license[] SEC("license") = "GPL";
@@ -94,26 +95,6 @@ u64 cost_allowed[MAX_CPUS / 64] = { ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0
 /* the wake-up's context and the two tasks' bookkeeping */
 static struct sis_ctx cost_ctx;
 struct sis_wake_state cost_waker, cost_wakee;	/* global: clang would split a static one (no BTF) */
-
-/* the kick search's primitives (kick.bpf.h) over the synthetic idle mask, before it */
-struct kick_env {
-	u32 unused;
-};
-
-static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w)
-{
-	cost_out.word_tests++;
-	return synth_idle[w & (MAX_CPUS / 64 - 1)];
-}
-
-static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
-{
-	return cost_ctx.allowed[w & (MAX_CPUS / 64 - 1)];
-}
-
-/* the search runs over the primitives above; the sched_ext parts left out */
-#define KICK_ENV_DEFINED
-#include "kick.bpf.h"
 
 static __always_inline u32 xorshift(u32 *s)
 {
@@ -313,6 +294,7 @@ int placement_cost(void *ctx)
 	/* the wakee is allowed everywhere: cost_allowed is the harness's cpu_possible_mask */
 	bpf_for(i, 0, MAX_CPUS / 64) {
 		cost_ctx.allowed[i & (MAX_CPUS / 64 - 1)] = ~0ULL;
+		synth_allowed[i & (MAX_CPUS / 64 - 1)] = ~0ULL;	/* the kick's view of the wakee */
 		possible_cpus[i & (MAX_CPUS / 64 - 1)] = cost_allowed[i & (MAX_CPUS / 64 - 1)];
 	}
 	nr_possible_cpus = MAX_CPUS;
@@ -321,7 +303,7 @@ int placement_cost(void *ctx)
 	cost_out.enqueued = 0;
 	cost_out.searched = 0;
 	cost_out.kicked = 0;
-	cost_out.word_tests = 0;
+	synth_kick_word_tests = 0;
 	bpf_for(i, 0, COST_HIST)
 		cost_out.hist[i & (COST_HIST - 1)] = 0;
 
@@ -331,6 +313,8 @@ int placement_cost(void *ctx)
 			break;
 
 	cost_out.placements = cost_cfg.nr_placements;
+	/* the kick search's idle-word reads (synth.bpf.h's kick_idle_word()) */
+	cost_out.word_tests = synth_kick_word_tests;
 	return 0;
 }
 
