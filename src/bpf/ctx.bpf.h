@@ -46,19 +46,6 @@ struct {
 	__type(value, struct task_ctx);
 } task_ctxs SEC(".maps");
 
-/* the tasks in LLC @llc's queue, every shard's (one shard: no iterator, as before shards) */
-static __always_inline u64 llc_queue_nr(s32 llc)
-{
-	u32 s, nr = llc_shards_live(llc);
-	u64 sum = 0;
-
-	if (nr <= 1)
-		return sis_dsq_nr(llc);
-	bpf_for(s, 0, nr)
-		sum += sis_dsq_nr(shard_dsq(llc, s));
-	return sum;
-}
-
 static u64 features(void)
 {
 	u32 zero = 0;

@@ -50,7 +50,7 @@ static __always_inline bool kick_test(s32 cpu)
 
 /*
  * Clear this CPU's kick-pending bit; true if it was set (woken for work):
- * ops.dispatch's kicked flag, which NEWIDLE_SKIP_IPI reads (decide.bpf.h).
+ * ops.dispatch's kicked flag, which NEWIDLE_SKIP_IPI reads (queue.bpf.h).
  * In every object: the host test runs it over the same word.
  */
 static __always_inline bool take_kick(s32 cpu)

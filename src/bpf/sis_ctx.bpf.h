@@ -83,61 +83,9 @@ static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w);
 static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w);
 static __always_inline void sis_kick_idle(s32 cpu);
 
-/*
- * LLC_SHARDS' geometry: LLC @llc's queue is llc_nr_shards() DSQs of
- * llc_shard_cpus() CPUs each, by a CPU's position in the LLC (cpu_llc_pos):
- * k = shard_cpus, raised to ceil(n / MAX_LLC_SHARDS); ceil(n / k) shards,
- * one when n <= k. Shard 0 is the LLC's own DSQ (id = the LLC's index), so
- * with the feature off, or in an LLC of one shard, the queue is today's.
- */
-static __always_inline u32 llc_shard_cpus(s32 llc)
-{
-	u32 n = sis_topo()->llc_nr[llc & (MAX_LLCS - 1)], k = sis_shard_cpus();
-	u32 min = (n + MAX_LLC_SHARDS - 1) / MAX_LLC_SHARDS;
-
-	if (k < min)
-		k = min;
-	return k ?: 1;
-}
-
-static __always_inline u32 llc_nr_shards(s32 llc)
-{
-	u32 n = sis_topo()->llc_nr[llc & (MAX_LLCS - 1)], k = llc_shard_cpus(llc);
-
-	return n > k ? (n + k - 1) / k : 1;
-}
-
-/* the shard of CPU @cpu in its LLC @llc */
-static __always_inline u32 cpu_shard(s32 cpu, s32 llc)
-{
-	return sis_topo()->cpu_llc_pos[cpu & (MAX_CPUS - 1)] / llc_shard_cpus(llc);
-}
-
-/*
- * the DSQ id of shard @s of LLC @llc: the LLC's index for shard 0, above
- * MAX_LLCS for the others; every shard's id is below SHARD_DSQ_END
- */
+/* the DSQ ids of the LLC queues' shards (sis_dsq_move(), sis_dsq_nr()) are below this (shards.bpf.h) */
 #define SHARD_DSQ_END	(MAX_LLCS + MAX_LLCS * MAX_LLC_SHARDS)
-static __always_inline u64 shard_dsq(s32 llc, u32 s)
-{
-	return s ? MAX_LLCS + (u64)(llc & (MAX_LLCS - 1)) * MAX_LLC_SHARDS + s : (u64)llc;
-}
 
-/*
- * Set once an enqueue used a shard other than 0 (never cleared: tasks may
- * still wait there after LLC_SHARDS is switched off). Until then dispatch,
- * steal and tick look at shard 0 alone, as without shards.
- */
-u32 llc_shards_used;
-
-/*
- * The shards of LLC @llc's queue that may hold tasks: all of them once
- * LLC_SHARDS has used a shard other than 0, else shard 0 alone.
- */
-static __always_inline u32 llc_shards_live(s32 llc)
-{
-	return READ_ONCE(llc_shards_used) ? llc_nr_shards(llc) : 1;
-}
 /* per-LLC state (nr_idle_scan, has_idle_cores) and per-CPU state (idle_start, SIS_PROP, util) */
 struct llc_ctx llc_ctxs[MAX_LLCS];
 struct cpu_ctx cpu_ctxs[MAX_CPUS];
@@ -159,7 +107,7 @@ struct sis_wake_state {
 };
 
 /*
- * A task's load for wake_affine_weight() (task_load_update(), decide.bpf.h):
+ * A task's load for wake_affine_weight() (task_load_update(), sis.bpf.h):
  * the PELT-like runnable average and the times it is updated from. The
  * scheduler keeps it in task storage (ctx.bpf.h), the host test in .bss.
  */

@@ -27,7 +27,7 @@
  * A task queued without a task context cannot be counted: steal_uncounted
  * is set and every later steal walks every LLC.
  *
- * The walk moves a task with decide.bpf.h's llc_shards_move() from shard 0
+ * The walk moves a task with shards.bpf.h's llc_shards_move() from shard 0
  * of the LLC tried (an LLC's shards in order), over the seam's primitive
  * sis_dsq_move(): sched_ext's DSQs in the scheduler, synthetic queue
  * lengths in the host test (sis_test.bpf.c runs this very walk).
@@ -35,7 +35,7 @@
 #pragma once
 
 #include "sis_ctx.bpf.h"
-#include "decide.bpf.h"		/* llc_shards_move() */
+#include "shards.bpf.h"		/* llc_shards_move() */
 
 /*
  * Tasks counted in each LLC's DSQ (an upper bound of its length, above), a

@@ -17,6 +17,7 @@
 #include <scx/common.bpf.h>
 #include "intf.h"
 #include "ctx.bpf.h"
+#include "shards.bpf.h"	/* llc_queue_nr() */
 #include "wait_hist.bpf.h"
 
 #define VT_SCALE	256ULL		/* fixed-point fraction: V advances by tiny steps */

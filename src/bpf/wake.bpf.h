@@ -14,7 +14,6 @@
 #include "ctx.bpf.h"
 #include "sis.bpf.h"
 #include "idle.bpf.h"
-#include "decide.bpf.h"
 
 /* ---- the state select_task_rq_fair() reads ---- */
 
@@ -49,7 +48,7 @@ static void wake_load_quiescent(struct task_struct *p)
 /*
  * TTWU_QUEUE_DESCHED lives in try_to_wake_up(), before select_task_rq():
  *   if (READ_ONCE(p->on_cpu) && ttwu_queue_wakelist(p, task_cpu(p), wake_flags | WF_ON_CPU))
- * (the condition: ttwu_waking_cond(), decide.bpf.h). sched_ext on
+ * (the condition: ttwu_waking_cond(), sis.bpf.h). sched_ext on
  * 6.12 never takes this path for its tasks (it waits for on_cpu and calls
  * select_cpu), so the condition is evaluated at the same point of the same
  * wake-up: the sched_waking tracepoint, which try_to_wake_up() fires just
@@ -82,18 +81,19 @@ static __always_inline bool task_descheduling(struct task_struct *p)
 }
 
 /*
- * TTWU_QUEUE_DESCHED's decision, at sched_waking: the wakee is descheduling
- * (on its CPU, dequeued), and ttwu_queue_cond() would queue it on that CPU.
+ * TTWU_QUEUE_DESCHED at sched_waking: the wakee is descheduling (on its
+ * CPU, dequeued), and the decision (ttwu_waking_cond(), sis.bpf.h: the
+ * feature on, ttwu_queue_cond() would queue it on that CPU).
  * True: select_cpu places it there without a search.
  */
 static __always_inline bool ttwu_queue_desched(struct task_struct *p)
 {
 	s32 cpu;
 
-	if (!feat_on(features(), FEAT_TTWU_QUEUE_DESCHED) || !task_descheduling(p))
+	if (!task_descheduling(p))
 		return false;
 	cpu = p->thread_info.cpu;
-	return ttwu_waking_cond(cpu, bpf_cpumask_test_cpu(cpu, p->cpus_ptr));
+	return ttwu_waking_cond(features(), cpu, bpf_cpumask_test_cpu(cpu, p->cpus_ptr));
 }
 
 SEC("tp_btf/sched_waking")
@@ -210,7 +210,7 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
  * (busy = elapsed - idle_ns, whatever ran: any class, IRQs; idle.bpf.h),
  * SIS_PROP's avg_idle (ttwu_do_activate(); for a period a wake-up's claim
  * did not close already), and the has_idle_cores hint: idle_update(),
- * decide.bpf.h.
+ * idle.bpf.h.
  */
 static void wake_update_idle(s32 cpu, bool idle)
 {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //! Host BPF tests of the decisions outside select_task_rq_fair(), run through the
-//! production code (src/bpf/decide.bpf.h, src/bpf/kick.bpf.h, sis.bpf.h's
-//! __update_idle_core) in the host test object (src/bpf/testing/sis_test.bpf.c: one program per
+//! production code (src/bpf/sis.bpf.h with __update_idle_core, idle.bpf.h, queue.bpf.h,
+//! shards.bpf.h, kick.bpf.h) in the host test object (src/bpf/testing/sis_test.bpf.c: one program per
 //! decision, on the synthetic machine of its .bss) - the real verifier and
 //! BPF_PROG_TEST_RUN, as sis_test.rs runs the wake path. Hand-worked cases: each expected
 //! value is the kernel code's answer on that state, and each test is broken by a one-line
@@ -43,7 +43,7 @@ fn topo_2x4_smt() -> TopoDesc {
     }
 }
 
-fn words(cpus: &[usize]) -> [u64; WORDS] {
+pub(crate) fn words(cpus: &[usize]) -> [u64; WORDS] {
     let mut w = [0u64; WORDS];
     for &c in cpus {
         assert!(c < MAX_CPUS);
@@ -53,7 +53,7 @@ fn words(cpus: &[usize]) -> [u64; WORDS] {
 }
 
 /// The loaded object on the 2x4 SMT machine, every CPU busy (not idle, nothing queued).
-fn machine(obj: &mut MaybeUninit<libbpf_rs::OpenObject>) -> SisTestSkel<'_> {
+pub(crate) fn machine(obj: &mut MaybeUninit<libbpf_rs::OpenObject>) -> SisTestSkel<'_> {
     let mut skel = load_skel(obj);
     let topo = topo_2x4_smt().build().expect("topology");
     let bss = skel.maps.bss_data.as_mut().expect("bss mmapped");
@@ -92,7 +92,9 @@ macro_rules! run {
     }};
 }
 
-fn io<'a>(skel: &'a mut SisTestSkel<'_>) -> &'a mut crate::testing::sis_test::skel::types::dec_io {
+pub(crate) fn io<'a>(
+    skel: &'a mut SisTestSkel<'_>,
+) -> &'a mut crate::testing::sis_test::skel::types::dec_io {
     &mut skel.maps.bss_data.as_mut().expect("bss mmapped").dec_io
 }
 
@@ -156,7 +158,7 @@ fn decide_ttwu_queue_desched_condition() {
 }
 
 /// The condition as sched_waking evaluates it (ttwu_waking_cond(), called by wake.bpf.h's
-/// tracepoint): the waking CPU is this CPU, the wakee's CPU the one that must have nothing
+/// tracepoint; off without the feature): the waking CPU is this CPU, the wakee's CPU the one that must have nothing
 /// running. With the two swapped (`ttwu_queue_cond_desched(wakee_cpu, this_cpu, ...)`) a
 /// waker on a busy CPU waking a wakee whose CPU is empty is refused, and the reverse
 /// accepted.
@@ -178,17 +180,20 @@ fn decide_ttwu_waking_is_this_cpu_for_the_wakee_cpu() {
         bss.nr_running = [1; MAX_CPUS];
         bss.nr_running[this as usize] = this_nr;
         bss.nr_running[cpu as usize] = cpu_nr;
-        let d = io(&mut skel);
-        d.this_cpu = this;
-        d.cpu = cpu;
-        d.flag = allowed;
-        d.out = 99;
-        run!(skel, test_ttwu_waking);
-        assert_eq!(
-            io(&mut skel).out,
-            want,
-            "this {this} (nr {this_nr}) wakee's cpu {cpu} (nr {cpu_nr}) allowed {allowed}"
-        );
+        for (feat, want) in [(F_TTWU_QUEUE_DESCHED, want), (0, 0)] {
+            let d = io(&mut skel);
+            d.feat = feat;
+            d.this_cpu = this;
+            d.cpu = cpu;
+            d.flag = allowed;
+            d.out = 99;
+            run!(skel, test_ttwu_waking);
+            assert_eq!(
+                io(&mut skel).out,
+                want,
+                "feat {feat:#x} this {this} (nr {this_nr}) wakee's cpu {cpu} (nr {cpu_nr}) allowed {allowed}"
+            );
+        }
     }
     skel.maps.bss_data.as_mut().unwrap().nr_running = [1; MAX_CPUS];
 }
@@ -1021,7 +1026,7 @@ fn shard_with(
     }
 }
 
-/// LLC_SHARDS' geometry and enqueue shard (sis_ctx.bpf.h, decide.bpf.h) on an LLC of 20
+/// LLC_SHARDS' geometry and enqueue shard (shards.bpf.h) on an LLC of 20
 /// CPUs (0-19), one of 4 (20-23) and one of 40 (24-63): k = 8 gives the 20-CPU LLC shards
 /// {0-7} {8-15} {16-19} and the 4-CPU LLC one shard (n <= k: today's queue); k = 1 on 40
 /// CPUs is raised to ceil(40 / 16) = 3, 14 shards. Off, every CPU queues in shard 0.
@@ -1072,7 +1077,7 @@ fn decide_llc_shards_geometry() {
     }
 }
 
-/// The dispatch rotation (decide.bpf.h): a CPU serves its own shard first, then
+/// The dispatch rotation (shards.bpf.h): a CPU serves its own shard first, then
 /// own + 1, own + 2, ... mod S: every shard once within S tries.
 #[test]
 fn decide_llc_shards_rotation() {
@@ -1090,7 +1095,7 @@ fn decide_llc_shards_rotation() {
     }
 }
 
-/// The dispatch's move from its own LLC (decide.bpf.h dispatch_llc, llc_shards_move) over
+/// The dispatch's move from its own LLC (shards.bpf.h dispatch_llc, llc_shards_move) over
 /// synthetic shards, 5 shards of 8 CPUs, CPU 17 (own shard 2): the head of the first
 /// non-empty shard from its own in rotation, one task, and no further try; with no shard
 /// but 0 ever used (llc_shards_used 0), shard 0's DSQ alone, as before shards.

@@ -13,9 +13,10 @@
 #include "tools/synth.bpf.h"
 #include "sis.bpf.h"
 #include "idle.bpf.h"
-#include "decide.bpf.h"
+#include "shards.bpf.h"
 #include "kick.bpf.h"
 #include "steal.bpf.h"
+#include "queue.bpf.h"
 #include "wait_hist.bpf.h"
 
 char _license[] SEC("license") = "GPL";
@@ -104,7 +105,7 @@ int idle_test(void *a)
 }
 
 /*
- * The decisions outside select_task_rq_fair (decide.bpf.h, kick.bpf.h), one
+ * The decisions outside select_task_rq_fair (sis.bpf.h, idle.bpf.h, queue.bpf.h, kick.bpf.h), one
  * program each, on the same synthetic machine (topo, nr_running, synth_idle,
  * cpu_ctxs, llc_ctxs in .bss); inputs and outputs in dec_io.
  */
@@ -137,13 +138,13 @@ int test_take_kick(void *a)
 	return 0;
 }
 
-/* TTWU_QUEUE_DESCHED's condition at sched_waking on CPU dec_io.this_cpu, for a wakee
- * descheduling on dec_io.cpu (allowed there: dec_io.flag) */
+/* TTWU_QUEUE_DESCHED's decision at sched_waking on CPU dec_io.this_cpu under dec_io.feat,
+ * for a wakee descheduling on dec_io.cpu (allowed there: dec_io.flag) */
 SEC("syscall")
 int test_ttwu_waking(void *a)
 {
 	synth_this_cpu = dec_io.this_cpu;
-	dec_io.out = ttwu_waking_cond(dec_io.cpu, dec_io.flag);
+	dec_io.out = ttwu_waking_cond(dec_io.feat, dec_io.cpu, dec_io.flag);
 	return 0;
 }
 
@@ -235,7 +236,7 @@ int test_kick(void *a)
 }
 
 /*
- * LLC_SHARDS' geometry and decisions (sis_ctx.bpf.h, decide.bpf.h): for
+ * LLC_SHARDS' geometry and decisions (shards.bpf.h): for
  * dec_io.cpu of LLC dec_io.llc under dec_io.feat, out_cpu the enqueue's
  * shard, out the LLC's shards, first its CPUs per shard, shard_ids[j] shard
  * j's DSQ id; then the CPU's dispatch from its LLC (dispatch_llc()) over
@@ -307,5 +308,48 @@ int test_wait_bucket(void *a)
 
 	bpf_for(i, 0, 64)
 		wait_idx[i & 63] = wait_bucket(wait_ns[i & 63]);
+	return 0;
+}
+
+/*
+ * The tick's kick (queue.bpf.h): tick_kick_shard() of LLC dec_io.llc under
+ * dec_io.feat over the synthetic DSQs (synth_dsq_nr, llc_shards_used and
+ * shard_cpus as the test sets them) into out_cpu (-1: no kick); then, when it
+ * kicks, kick_for_work() (kick.bpf.h) from CPU dec_io.this_cpu with
+ * dec_io.allowed as the head's affinity: out whether a CPU was kicked,
+ * synth_kicked the CPUs sis_kick_idle() was called for, cnt the counters of
+ * the LLC's row.
+ */
+SEC("syscall")
+int test_tick(void *a)
+{
+	s32 s;
+
+	synth_stats_clear();
+	__builtin_memcpy(synth_allowed, dec_io.allowed, sizeof(synth_allowed));
+	__builtin_memset(synth_kicked, 0, sizeof(synth_kicked));
+	synth_this_cpu = dec_io.this_cpu;
+	kick_llc_words_init();
+	s = tick_kick_shard(dec_io.feat, dec_io.llc);
+	dec_io.out_cpu = s;
+	dec_io.out = s >= 0 ? kick_for_work(dec_io.llc, NULL, dec_io.feat) : 0;
+	__builtin_memset(dec_io.cnt, 0, sizeof(dec_io.cnt));
+	synth_stats_take(dec_io.llc, dec_io.cnt, stats_others);
+	return 0;
+}
+
+/*
+ * ops.dispatch's order (dispatch_order(), queue.bpf.h) on CPU dec_io.cpu,
+ * prev still queued when dec_io.flag: out the step taken (enum
+ * dispatch_step), probed the DSQ moves tried, synth_dsq_tried their DSQs in
+ * order; the machine (synth_dsq_nr, llc_queued, kick_pending, cpu_ctxs'
+ * idle_start) as the test sets it.
+ */
+SEC("syscall")
+int test_dispatch(void *a)
+{
+	synth_dsq_nr_tried = 0;
+	dec_io.out = dispatch_order(dec_io.feat, dec_io.cpu, dec_io.flag);
+	dec_io.probed = synth_dsq_nr_tried;
 	return 0;
 }

@@ -10,7 +10,7 @@
  *   wake_select_cpu(): the feature word's map lookup, p->cpus_ptr into the
  *   context (wake_allowed), select_task_rq_fair() of sis.bpf.h with its
  *   counters counted in place), then, when the task was not placed on a CPU
- *   it claimed, ops.enqueue's (queue.bpf.h's queue_enqueue(): the LLC's
+ *   it claimed, ops.enqueue's (main.bpf.c's queue_enqueue(): the LLC's
  *   queued count (queued_enter), the shard (enqueue_shard), the counter, the
  *   rescue decision (enqueue_rescue) and, only where WAKE_RESCUE is on, the
  *   kick search of kick.bpf.h and its flag word (kick_search_counted,
@@ -38,9 +38,10 @@
 #include "sis.bpf.h"
 #pragma clang diagnostic ignored "-Wunused-function"	/* ctx.bpf.h's scheduler-only helpers */
 #include "ctx.bpf.h"
-#include "decide.bpf.h"
+#include "shards.bpf.h"
 #include "kick.bpf.h"
 #include "steal.bpf.h"
+#include "queue.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -141,7 +142,7 @@ static __always_inline void kick_timed(s32 llc, s32 this_cpu, u64 feat)
 		cost_out.kicked++;
 }
 
-/* ops.select_cpu's and ops.enqueue's work for one wake-up, as wake.bpf.h and queue.bpf.h do it */
+/* ops.select_cpu's and ops.enqueue's work for one wake-up, as wake.bpf.h and main.bpf.c do it */
 static __noinline void place_timed(struct loop_state *st, s32 this_cpu, s32 prev)
 {
 	struct sis_ctx *c = &cost_ctx;
