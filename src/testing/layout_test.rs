@@ -464,7 +464,7 @@ fn inline_fns(text: &str, want_proto: bool) -> Vec<String> {
         .map(str::trim)
         .filter(|l| l.starts_with("static __always_inline") && l.ends_with(");") == want_proto)
         .filter_map(|l| l.split('(').next())
-        .filter_map(|l| l.split(|c: char| c == ' ' || c == '*').next_back())
+        .filter_map(|l| l.split([' ', '*']).next_back())
         .map(str::to_string)
         .collect()
 }

@@ -169,7 +169,8 @@ fn queue_dispatch_order() {
         bss.kick_pending[0] = 1 << 5 | (kicked as u64) << 1;
     };
     // (own, other, idle, kicked, feat, prev queued) -> (step, moves tried)
-    let cases: [((u32, u32, bool, bool, u64, bool), (u32, u32)); 8] = [
+    type Case = ((u32, u32, bool, bool, u64, bool), (u32, u32));
+    let cases: [Case; 8] = [
         ((1, 1, false, false, 0, true), (LLC, 1)),
         ((1, 1, true, false, F_NEWIDLE_SKIP_IPI, true), (LLC, 1)),
         ((0, 1, false, false, 0, true), (PREV, 1)),
