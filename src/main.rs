@@ -41,6 +41,7 @@ mod testing {
     pub mod decide_test;
     mod layout_test;
     mod object_test;
+    mod queue_test;
     pub mod sis_model;
     pub mod sis_test;
     pub mod vtime_model;

@@ -121,7 +121,7 @@ __noinline int calib_record(struct sis_ctx *c)
 	if (!r)
 		return 0;
 
-	nw = (topo.nr_cpu_ids + 63) / 64;
+	nw = (sis_topo()->nr_cpu_ids + 63) / 64;
 	if (nw > MAX_CPUS / 64)
 		nw = MAX_CPUS / 64;
 	calib_idle_words(c, idle, nw);

@@ -15,9 +15,6 @@
 #define PF_KTHREAD	0x00200000	/* include/linux/sched.h */
 #endif
 
-/* Set by the loader before load (with topo and imbalance_pct, sis_ctx.bpf.h). */
-const volatile u64 slice_ns = DEFAULT_SLICE_US * NSEC_PER_USEC;
-
 /* The live feature word; pinned by the loader so `scx_sisutil features` can switch it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -49,33 +46,12 @@ struct {
 	__type(value, struct task_ctx);
 } task_ctxs SEC(".maps");
 
-/* the tasks in LLC @llc's queue, every shard's (one shard: no iterator, as before shards) */
-static __always_inline u64 llc_queue_nr(s32 llc)
-{
-	u32 s, nr = llc_shards_live(llc);
-	u64 sum = 0;
-
-	if (nr <= 1)
-		return scx_bpf_dsq_nr_queued(llc);
-	bpf_for(s, 0, nr)
-		sum += scx_bpf_dsq_nr_queued(shard_dsq(llc, s));
-	return sum;
-}
-
 static u64 features(void)
 {
 	u32 zero = 0;
 	u64 *f = bpf_map_lookup_elem(&sis_features, &zero);
 
 	return f ? *f : 0;
-}
-
-static void stat_inc(s32 llc, u32 stat)
-{
-	struct sis_counters *sc = llc_counters(llc);
-
-	if (sc && stat < STAT_NR)
-		sc->cnt[stat]++;
 }
 
 /* cpu_possible_mask and its weight (ops.init, cpu_ctx_init; the cost harness sets its own) */
@@ -88,7 +64,7 @@ static void copy_allowed(struct sis_ctx *c, const struct cpumask *mask)
 	u32 i;
 
 	bpf_for(i, 0, MAX_CPUS / 64) {
-		if (i * 64 >= topo.nr_cpu_ids) {
+		if (i * 64 >= sis_topo()->nr_cpu_ids) {
 			c->allowed[i & (MAX_CPUS / 64 - 1)] = 0;
 			continue;
 		}
@@ -131,7 +107,7 @@ static void cpu_ctx_init(void)
 	u32 l;
 
 	bpf_for(l, 0, MAX_CPUS) {
-		if (l >= topo.nr_cpu_ids)
+		if (l >= sis_topo()->nr_cpu_ids)
 			break;
 		if (!bpf_cpumask_test_cpu(l, possible))
 			continue;
@@ -143,7 +119,7 @@ static void cpu_ctx_init(void)
 	bpf_for(l, 0, MAX_CPUS) {
 		struct cpu_ctx *cc = sis_cpu_ctx(l);
 
-		if (l >= topo.nr_cpu_ids || !cc)
+		if (l >= sis_topo()->nr_cpu_ids || !cc)
 			break;
 		cc->max_idle_balance_cost = SIS_PROP_MAX_IDLE_BALANCE_COST;
 		cc->avg_idle = 2 * SIS_PROP_MAX_IDLE_BALANCE_COST;

@@ -24,6 +24,8 @@
 
 #include <scx/common.bpf.h>
 #include "intf.h"
+#include "sis_ctx.bpf.h"
+#include "sis.bpf.h"		/* update_idle_core(), sis_prop_idle_exit() */
 
 /* The CPU goes idle at @now (a period already open is kept). */
 static __always_inline void idle_enter(struct cpu_ctx *cc, u64 now)
@@ -47,4 +49,31 @@ static __always_inline u64 idle_exit(struct cpu_ctx *cc, u64 now)
 	/* after idle_start's clear: see above */
 	__sync_fetch_and_add(&cc->idle_ns, delta);
 	return delta;
+}
+
+/*
+ * ops.update_idle's accounting at @now (ns) and @jiffies: going idle opens
+ * an idle period (idle_enter(), idle.bpf.h: idle_start, the first transition
+ * of a run of them) and updates has_idle_cores (__update_idle_core(),
+ * sis.bpf.h); leaving idle closes the period unless a wake-up's claim closed
+ * it already (idle_exit(): the loader's busy time = elapsed - idle_ns) and
+ * feeds SIS_PROP's avg_idle (sis_prop_idle_exit()). "Idle" is the
+ * scheduler's own view, so the hint does not depend on when sched_ext
+ * updates its idle masks (on 6.12 update_idle runs before they change).
+ */
+static __always_inline void idle_update(u64 feat, s32 cpu, bool idle, u64 now, u64 jiffies)
+{
+	struct cpu_ctx *cc = sis_cpu_ctx(cpu);
+	u64 delta;
+
+	if (!cc)
+		return;
+	if (idle) {
+		idle_enter(cc, now);
+		update_idle_core(feat, cpu);
+		return;
+	}
+	delta = idle_exit(cc, now);
+	if (delta)
+		sis_prop_idle_exit(cc, delta, jiffies);
 }

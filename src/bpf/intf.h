@@ -231,6 +231,20 @@ enum sis_stat {
  * (util_sum, which calibrate's scans and the statistics read), so that its
  * writes do not invalidate the first line on every CPU.
  */
+/* ops.dispatch's step (dispatch_order(), queue.bpf.h), in the order they are tried */
+enum dispatch_step {
+	/* no LLC (a CPU outside the topology), or nothing to take anywhere */
+	DISPATCH_NONE,
+	/* a task from this LLC's queue */
+	DISPATCH_LLC,
+	/* nothing queued here: prev goes on */
+	DISPATCH_PREV,
+	/* NEWIDLE_SKIP_IPI: an idle CPU woken for no work goes back to idle, no steal */
+	DISPATCH_SKIP_IDLE,
+	/* a task stolen from another LLC */
+	DISPATCH_STEAL,
+};
+
 struct llc_ctx {
 	u64 nr_idle_scan;	/* SIS_UTIL depth, 0..weight */
 	u64 has_idle_cores;	/* sd_llc_shared->has_idle_cores */

@@ -3,7 +3,7 @@
  * The kick, whole: asking an idle CPU to come and take work queued on an
  * LLC, as kick_ilb() asks the idle load balancer. In the order it is used:
  * the kick-pending flag word and its atomics (kick_ilb()'s nohz_flags()),
- * the search's primitives over sched_ext, the search, its two decisions
+ * the search, its two decisions
  * (KICK_SKIP_REDUNDANT, KICK_WRAP_NEXT), and kick_for_work(), which runs
  * them for the enqueue and the tick (queue.bpf.h).
  *
@@ -27,14 +27,12 @@
  * 6.12 (ops.update_idle before the idle masks change) and on 7.x alike, and
  * need no count to keep.
  *
- * The search reads the machine through struct kick_env and two primitives
- * (kick_idle_word, kick_allowed_word), defined before it:
- * here over sched_ext's idle mask and p->cpus_ptr; an object with a machine
- * of its own (sis_test.bpf.c, cost.bpf.c: the host test and the cost
- * benchmark run this very search) defines them over its synthetic state and
- * KICK_ENV_DEFINED before it includes this header, which then leaves out
- * everything of sched_ext (the primitives, kick_for_work()); the flag word,
- * take_kick() and kick_ask() are theirs too.
+ * The search reads the machine through the seam's primitives (sis_ctx.bpf.h):
+ * kick_idle_word() and kick_allowed_word() over struct kick_env, and the kick
+ * itself is sis_kick_idle(): sched_ext's idle mask, p->cpus_ptr and
+ * scx_bpf_kick_cpu() in the scheduler (scx_prims.bpf.h), a synthetic machine
+ * in the host objects (tools/synth.bpf.h: the host test and the cost benchmark
+ * run this very kick, kick_for_work() included).
  * The object calls kick_llc_words_init() once the topology is set.
  */
 #pragma once
@@ -52,7 +50,7 @@ static __always_inline bool kick_test(s32 cpu)
 
 /*
  * Clear this CPU's kick-pending bit; true if it was set (woken for work):
- * ops.dispatch's kicked flag, which NEWIDLE_SKIP_IPI reads (decide.bpf.h).
+ * ops.dispatch's kicked flag, which NEWIDLE_SKIP_IPI reads (queue.bpf.h).
  * In every object: the host test runs it over the same word.
  */
 static __always_inline bool take_kick(s32 cpu)
@@ -66,35 +64,6 @@ static __always_inline bool take_kick(s32 cpu)
 	return true;
 }
 
-#ifndef KICK_ENV_DEFINED
-#include "ctx.bpf.h"
-
-/* ---- the search's primitives over sched_ext: what the search reads ---- */
-
-struct kick_env {
-	const struct cpumask *idle;
-	const struct task_struct *p;
-};
-
-/* word @w of a kernel cpumask (struct cpumask's size is NR_CPUS: read, not indexed) */
-static __always_inline u64 cpumask_word(const struct cpumask *m, u32 w)
-{
-	return BPF_CORE_READ(m, bits[w & (MAX_CPUS / 64 - 1)]);
-}
-
-/* word w of the idle mask */
-static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w)
-{
-	return cpumask_word(e->idle, w);
-}
-
-/* word w of the task's cpus_ptr */
-static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
-{
-	return cpumask_word(e->p->cpus_ptr, w);
-}
-
-#endif /* !KICK_ENV_DEFINED */
 
 /* ---- the search, over the primitives ---- */
 
@@ -114,9 +83,9 @@ static __attribute__((unused)) void kick_llc_words_init(void)
 		kick_llc_last[i & (MAX_LLCS - 1)] = 0;
 	}
 	bpf_for(cpu, 0, MAX_CPUS) {
-		if (cpu >= topo.nr_cpu_ids)
+		if (cpu >= sis_topo()->nr_cpu_ids)
 			break;
-		l = topo.cpu_llc[cpu & (MAX_CPUS - 1)];
+		l = sis_topo()->cpu_llc[cpu & (MAX_CPUS - 1)];
 		if (l < 0 || l >= MAX_LLCS)
 			continue;
 		w = mask_word(cpu);
@@ -166,7 +135,7 @@ static __always_inline bool kick_machine_has_idle(struct kick_env *e)
 	/* unrolled (MAX_CPUS / 64 words): no iterator call per word */
 #pragma unroll
 	for (w = 0; w < MAX_CPUS / 64; w++) {
-		if (w * 64 >= topo.nr_cpu_ids)
+		if (w * 64 >= sis_topo()->nr_cpu_ids)
 			break;
 		if (kick_idle_allowed(e, w))
 			return true;
@@ -181,15 +150,14 @@ static __always_inline bool kick_machine_has_idle(struct kick_env *e)
  * kick_ilb() reads the target's flags before its atomic_fetch_or():
  *   if ((atomic_read(nohz_flags(ilb_cpu)) & flags) == flags) return;
  * kick_already_asked(): @asked is the target's bit of the kick-pending word;
- * true (the atomic and the kick skipped, the hit counted in @cnt, a row of
- * enum sis_stat counters or NULL) when it is already set.
+ * true (the atomic and the kick skipped, the hit counted in the target's
+ * LLC @llc) when it is already set.
  */
-static __always_inline bool kick_already_asked(u64 feat, bool asked, u64 *cnt)
+static __always_inline bool kick_already_asked(u64 feat, bool asked, s32 llc)
 {
 	if (!feat_on(feat, FEAT_KICK_SKIP_REDUNDANT) || !asked)
 		return false;
-	if (cnt)
-		cnt[STAT_HIT_KICK_SKIP_REDUNDANT]++;
+	stat_inc(llc, STAT_HIT_KICK_SKIP_REDUNDANT);
 	return true;
 }
 
@@ -203,7 +171,7 @@ static __always_inline bool kick_already_asked(u64 feat, bool asked, u64 *cnt)
 static __always_inline u32 kick_search_first(u64 feat, s32 llc, s32 this_cpu)
 {
 	if (feat_on(feat, FEAT_KICK_WRAP_NEXT) && sis_cpu_llc(this_cpu) == llc)
-		return topo.cpu_llc_pos[this_cpu & (MAX_CPUS - 1)] + 1;
+		return sis_topo()->cpu_llc_pos[this_cpu & (MAX_CPUS - 1)] + 1;
 	return 0;
 }
 
@@ -228,7 +196,7 @@ static s32 kick_search_llc(struct kick_env *e, s32 llc, s32 this_cpu, u64 feat, 
 
 	if (llc < 0 || llc >= MAX_LLCS)
 		return -1;
-	nr = topo.llc_nr[l];
+	nr = sis_topo()->llc_nr[l];
 	first = kick_llc_first[l];
 	last = kick_llc_last[l];
 	if (!nr || first > last || last >= MAX_CPUS / 64)
@@ -237,7 +205,7 @@ static s32 kick_search_llc(struct kick_env *e, s32 llc, s32 this_cpu, u64 feat, 
 	/* this_cpu is the LLC's last CPU: the wrap starts at its first */
 	if (pos >= nr)
 		pos = 0;
-	s = topo.llc_cpus[(topo.llc_start[l] + pos) & (MAX_CPUS - 1)];
+	s = sis_topo()->llc_cpus[(sis_topo()->llc_start[l] + pos) & (MAX_CPUS - 1)];
 	w0 = mask_word(s);
 	nw = last - first + 1;
 	/*
@@ -270,7 +238,7 @@ static s32 kick_search_llc(struct kick_env *e, s32 llc, s32 this_cpu, u64 feat, 
 		w = w0;
 	}
 	cpu = w * 64 + kick_first_bit(m);
-	at = topo.cpu_llc_pos[cpu & (MAX_CPUS - 1)];
+	at = sis_topo()->cpu_llc_pos[cpu & (MAX_CPUS - 1)];
 	*probed += (at >= pos ? at - pos : at + nr - pos) + 1;
 	return cpu;
 }
@@ -293,12 +261,12 @@ static __always_inline s32 kick_search(struct kick_env *e, s32 llc, s32 this_cpu
 	 * no iterator set up for none: its three kfunc calls cost a one-LLC
 	 * machine's tick at 100 % busy ~20 ns, placement-cost)
 	 */
-	if (topo.nr_llcs <= 1 || !kick_machine_has_idle(e))
+	if (sis_topo()->nr_llcs <= 1 || !kick_machine_has_idle(e))
 		return -1;
-	bpf_for(k, 0, topo.nr_llcs - 1) {
+	bpf_for(k, 0, sis_topo()->nr_llcs - 1) {
 		if (k >= MAX_LLCS)
 			break;
-		cpu = kick_search_llc(e, topo.llc_steal[llc & (MAX_LLCS - 1)][k & (MAX_LLCS - 1)],
+		cpu = kick_search_llc(e, sis_topo()->llc_steal[llc & (MAX_LLCS - 1)][k & (MAX_LLCS - 1)],
 				      this_cpu, feat, probed);
 		if (cpu >= 0)
 			return cpu;
@@ -312,14 +280,11 @@ static __always_inline s32 kick_search(struct kick_env *e, s32 llc, s32 this_cpu
  */
 static __always_inline s32 kick_search_counted(struct kick_env *e, s32 llc, s32 this_cpu, u64 feat)
 {
-	struct sis_counters *sc;
 	u32 probed = 0;
 	s32 cpu;
 
 	cpu = kick_search(e, llc, this_cpu, feat, &probed);
-	sc = llc_counters(llc);
-	if (sc)
-		sc->cnt[STAT_KICK_SCANNED] += probed;
+	stat_add(llc, STAT_KICK_SCANNED, probed);
 	return cpu;
 }
 
@@ -334,51 +299,49 @@ static __always_inline s32 kick_search_counted(struct kick_env *e, s32 llc, s32 
  */
 static __always_inline bool kick_ask(s32 cpu, u64 feat)
 {
-	struct sis_counters *ksc;
 	u64 bit, old;
 	u64 *word;
+	s32 llc;
 
 	if (cpu < 0 || cpu >= MAX_CPUS)
 		return false;
-	/* the kicked CPU's LLC counts the kick: one lookup of its row */
-	ksc = llc_counters(sis_cpu_llc(cpu));
-	if (kick_already_asked(feat, kick_test(cpu), ksc ? ksc->cnt : NULL))
+	/* the kicked CPU's LLC counts the kick */
+	llc = sis_cpu_llc(cpu);
+	if (kick_already_asked(feat, kick_test(cpu), llc))
 		return false;
 	bit = mask_bit(cpu);
 	word = &kick_pending[mask_word(cpu)];
 	old = __sync_fetch_and_or(word, bit);
-	if (ksc)
-		ksc->cnt[STAT_KICK_ATOMIC]++;
+	stat_inc(llc, STAT_KICK_ATOMIC);
 	if (old & bit)
 		return false;
-	if (ksc)
-		ksc->cnt[STAT_KICK]++;
+	stat_inc(llc, STAT_KICK);
 	return true;
 }
 
-#ifndef KICK_ENV_DEFINED
 /* ---- the kick: the search, the decision, the atomic, the IPI ---- */
 
 /*
  * Ask an idle CPU to come and take the work just queued on @llc (its own
  * LLC first, then the nearest LLC that has one: that CPU will steal), as
  * kick_ilb() asks the idle load balancer: the search under the idle mask's
- * reference (kick_search_counted()), the flag word (kick_ask()), the IPI.
- * Every CPU the search passes is counted (KICK_SCANNED), against the
- * enqueue's LLC. Only the sched_ext calls (the mask's get and put, the
- * kick) are not in the host objects' path (cost.bpf.c times the rest).
+ * reference (kick_search_counted()), the flag word (kick_ask()), the IPI
+ * (sis_kick_idle()), all over the seam's primitives. Every CPU the search
+ * passes is counted (KICK_SCANNED), against the enqueue's LLC. True when a
+ * CPU was kicked.
  */
-static void kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
+static bool kick_for_work(s32 llc, const struct task_struct *p, u64 feat)
 {
 	struct kick_env e = { .p = p };
 	s32 cpu;
 
 	if (llc < 0 || llc >= MAX_LLCS)
-		return;
-	e.idle = scx_bpf_get_idle_cpumask();
-	cpu = kick_search_counted(&e, llc, bpf_get_smp_processor_id(), feat);
-	scx_bpf_put_idle_cpumask(e.idle);
-	if (kick_ask(cpu, feat))
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+		return false;
+	e.idle = sis_idle_get(NULL);
+	cpu = kick_search_counted(&e, llc, sis_this_cpu(), feat);
+	sis_idle_put(NULL, e.idle);
+	if (!kick_ask(cpu, feat))
+		return false;
+	sis_kick_idle(cpu);
+	return true;
 }
-#endif /* !KICK_ENV_DEFINED */

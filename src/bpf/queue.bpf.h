@@ -1,165 +1,120 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * Queueing and dispatching: one vtime-ordered DSQ per LLC (the key from
- * vtime.bpf.h), the enqueue's and the tick's kick of an idle CPU to come and
- * take the work (kick_for_work(): kick.bpf.h holds the kick whole), and the
- * dispatch that serves the LLC's queue, then steals (steal.bpf.h's summary
- * and walk; with NEWIDLE_SKIP_IPI, over kick.bpf.h's take_kick()).
+ * The queue's decisions: one vtime-ordered queue per LLC (its shards:
+ * shards.bpf.h), whether the enqueue searches for an idle CPU to kick
+ * (WAKE_RESCUE), the tick's kick of an idle CPU for the work waiting
+ * (nohz_balancer_kick()), and dispatch's order: the LLC's queue, prev, the
+ * NEWIDLE_SKIP_IPI stop, the steal (steal.bpf.h). Each a function over the
+ * seam's primitives (sis_ctx.bpf.h): the scheduler's callbacks (main.bpf.c)
+ * call them with what they read from sched_ext and the task, the host test
+ * (testing/sis_test.bpf.c) with a synthetic machine, so it runs this very
+ * code. The kick itself is kick.bpf.h's (kick_for_work(), take_kick()).
  */
 #pragma once
 
-#include <scx/common.bpf.h>
-#include <scx/compat.bpf.h>
-#include "intf.h"
-#include "ctx.bpf.h"
-#include "vtime.bpf.h"
+#include "sis_ctx.bpf.h"
+#include "shards.bpf.h"
 #include "kick.bpf.h"
 #include "steal.bpf.h"
-#include "decide.bpf.h"
 
 /*
- * ops.enqueue: into the LLC's vtime DSQ (vtime.bpf.h gives the key), then
- * the task's own CPU is kicked if idle (the kernel's resched of target), or
- * with WAKE_RESCUE an idle CPU of the machine is asked to come and take it
- * (kick_for_work; enqueue_rescue(), decide.bpf.h).
+ * The enqueue's kick. The kernel has no rescue for a wakee whose search
+ * found no idle CPU: select_idle_sibling() returns target, the wakee waits
+ * on target's runqueue (target is woken if idle: resched_curr()), and an
+ * idle CPU gets it only through a balance. True when the enqueue searches
+ * the machine for an idle CPU to kick at once (WAKE_RESCUE, not the
+ * kernel's); false: only the task's own CPU is kicked. Pinned and
+ * migration-disabled tasks (@pinned) only ever kick their CPU.
  */
-static void queue_enqueue(struct task_struct *p, u64 enq_flags)
+static __always_inline bool enqueue_rescue(u64 feat, bool pinned)
 {
-	s32 cpu = scx_bpf_task_cpu(p), llc = sis_cpu_llc(cpu);
-	struct task_ctx *tctx;
-	u64 feat = features();
-	u32 shard;
-
-	if (llc < 0) {
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags);
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
-		stat_inc(llc, STAT_DIRECT);
-		return;
-	}
-
-	/* counted in the LLC's queued work before the insert (steal.bpf.h) */
-	tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
-	if (tctx)
-		queued_enter(&tctx->queued_in, llc);
-	else
-		WRITE_ONCE(steal_uncounted, 1);
-	/* LLC_SHARDS: the shard of the task's CPU (decide.bpf.h); off, shard 0 */
-	shard = enqueue_shard(feat, cpu, llc);
-	if (shard && !READ_ONCE(llc_shards_used))
-		WRITE_ONCE(llc_shards_used, 1);
-	/* the EEVDF order: the virtual deadline, within the LLC clock's wait guard */
-	scx_bpf_dsq_insert_vtime(p, shard_dsq(llc, shard), slice_ns, vt_enqueue_key(p, llc),
-				 enq_flags);
-	stat_inc(llc, STAT_ENQUEUE);
-
-	/*
-	 * Pinned and migration-disabled tasks can only run where they are, but
-	 * they queue in the LLC's vtime DSQ like everyone else: only their CPU
-	 * can take them off it (consuming a DSQ skips tasks that cannot run on
-	 * the consuming CPU). Straight into the local DSQ, they had strict
-	 * priority over the LLC DSQ: stress-ng --affinity kept the local DSQs
-	 * of an LLC's CPUs non-empty and the unbound kworker of sched_ext's
-	 * own watchdog never ran ("watchdog failed to check in for 5.024s").
-	 */
-	if (enqueue_rescue(feat, p->nr_cpus_allowed == 1 || is_migration_disabled(p)))
-		kick_for_work(llc, p, feat);
-	else
-		scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	return feat_on(feat, FEAT_WAKE_RESCUE) && !pinned;
 }
 
 /*
- * ops.tick on a busy CPU: nohz_balancer_kick()'s kick_ilb() analog without
- * WAKE_RESCUE (tick_kicks(), decide.bpf.h): while the LLC's queue holds
- * tasks, ask an idle CPU to come and take its head (kick_for_work with the
- * head's affinity; with shards, the head of the first shard holding any).
+ * The tick's kick, nohz_balancer_kick() from sched_tick() on a busy CPU:
+ *   if (rq->nr_running >= 2) { flags = NOHZ_STATS_KICK | NOHZ_BALANCE_KICK; goto out; }
+ *   out: if (flags) kick_ilb(flags);
+ * kick_ilb() finds an idle CPU (the search and KICK_SKIP_REDUNDANT of
+ * kick.bpf.h) and the idle balance it runs pulls the waiting task. Here the
+ * waiting tasks are the LLC queue's (@queued): a busy CPU of the LLC that
+ * ticks while it holds any asks for an idle CPU. Without WAKE_RESCUE only:
+ * with it the enqueue has kicked already.
  */
-static void queue_tick(struct task_struct *cur)
+static __always_inline bool tick_kicks(u64 feat, u64 queued)
 {
-	s32 llc = sis_cpu_llc(scx_bpf_task_cpu(cur));
-	struct task_struct *p;
-	u64 feat = features();
+	return !feat_on(feat, FEAT_WAKE_RESCUE) && queued >= 1;
+}
+
+/*
+ * The tick's kick for LLC @llc (tick_kicks() over the LLC's queue): the
+ * first live shard (llc_shards_live(), in shard order) whose queue holds a
+ * task, whose head the caller asks an idle CPU to come and take
+ * (kick_for_work()); -1 when the tick kicks nobody. One live shard: no
+ * iterator, the LLC's own DSQ alone.
+ */
+static __always_inline s32 tick_kick_shard(u64 feat, s32 llc)
+{
 	u32 s, nr;
 
-	if (llc < 0 || !tick_kicks(feat, llc_queue_nr(llc)))
-		return;
+	if (llc < 0 || llc >= MAX_LLCS)
+		return -1;
 	nr = llc_shards_live(llc);
-	bpf_for(s, 0, nr) {
-		bpf_for_each(scx_dsq, p, shard_dsq(llc, s), 0) {
-			kick_for_work(llc, p, feat);
-			return;
-		}
-	}
-}
-
-/* ops.running and ops.quiescent: the task no longer counts as queued work (steal.bpf.h) */
-static void queue_left(struct task_struct *p)
-{
-	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
-
-	if (tctx)
-		queued_leave(&tctx->queued_in);
+	if (nr <= 1)
+		return tick_kicks(feat, sis_dsq_nr(shard_dsq(llc, 0))) ? 0 : -1;
+	bpf_for(s, 0, nr)
+		if (tick_kicks(feat, sis_dsq_nr(shard_dsq(llc, s))))
+			return s;
+	return -1;
 }
 
 /*
- * ops.dispatch: this LLC's queue first (with LLC_SHARDS, the CPU's own shard,
- * then the LLC's others in rotation: dispatch_llc(), decide.bpf.h); else
- * prev goes on; else, unless
+ * NEWIDLE_SKIP_IPI: K Prateek Nayak, "sched/fair: Skip newidle_balance()
+ * when an idle CPU is woken up to process an IPI" (2024): "if (prev ==
+ * rq->idle) return NULL;" - a CPU that was idle (@cpu's idle_start is set)
+ * and was not asked to take work (!@kicked) goes back to idle at once
+ * instead of pulling from other LLCs. True when it does.
+ */
+static __always_inline bool newidle_skip_ipi(u64 feat, s32 cpu, bool kicked)
+{
+	struct cpu_ctx *cc = sis_cpu_ctx(cpu);
+
+	return feat_on(feat, FEAT_NEWIDLE_SKIP_IPI) && cc && READ_ONCE(cc->idle_start) && !kicked;
+}
+
+/*
+ * ops.dispatch on CPU @cpu, in the kernel's order (pick_next_task_fair():
+ * the CPU's own runqueue, then prev, then sched_balance_newidle()): this
+ * LLC's queue first (its own shard, then the LLC's others in rotation:
+ * dispatch_llc(), shards.bpf.h); else prev goes on (@prev_queued: prev is
+ * still runnable, the caller refills its slice); else, unless
  * NEWIDLE_SKIP_IPI sends an idle CPU woken for no work back to idle, the
  * newidle balance analog steals from the other LLCs, nearest first, those
- * with queued work only (steal_search, steal.bpf.h).
+ * with queued work only (steal_search()). This CPU's kick-pending bit is
+ * taken first, whatever the step (take_kick()). Each step counted against
+ * the CPU's LLC; the step taken is returned (enum dispatch_step, intf.h).
  */
-static void queue_dispatch(s32 cpu, struct task_struct *prev)
+static __always_inline u32 dispatch_order(u64 feat, s32 cpu, bool prev_queued)
 {
 	s32 llc = sis_cpu_llc(cpu);
 	bool kicked = take_kick(cpu);
 	u32 tried = 0, walked = 0;
 
 	if (llc < 0)
-		return;
-	/* its own shard, then the LLC's others in rotation (one shard: the LLC's DSQ alone) */
+		return DISPATCH_NONE;
 	if (dispatch_llc(cpu, llc)) {
 		stat_inc(llc, STAT_DISPATCH_LLC);
-		return;
+		return DISPATCH_LLC;
 	}
-	/* nothing else to run here: let prev go on */
-	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
-		prev->scx.slice = slice_ns;
-		return;
-	}
-
-	/* NEWIDLE_SKIP_IPI's decision (decide.bpf.h) */
-	if (newidle_skip_ipi(features(), cpu, kicked)) {
+	if (prev_queued)
+		return DISPATCH_PREV;
+	if (newidle_skip_ipi(feat, cpu, kicked)) {
 		stat_inc(llc, STAT_HIT_NEWIDLE_SKIP_IPI);
-		return;
+		return DISPATCH_SKIP_IDLE;
 	}
-
-	/* the newidle balance analog: other LLCs, nearest first; none queued anywhere, no walk */
-	if (steal_search(llc, &tried, &walked) >= 0)
+	if (steal_search(llc, &tried, &walked) >= 0) {
 		stat_inc(llc, STAT_STEAL);
-}
-
-/*
- * ops.init: the kick search's LLC masks, a DSQ per shard of each LLC (shard
- * 0's id = the LLC index; shard_dsq(), sis_ctx.bpf.h): all of them, so that
- * LLC_SHARDS switches on live.
- */
-static s32 queue_init(void)
-{
-	u32 l, s, nr;
-	s32 ret;
-	u64 id;
-
-	kick_llc_words_init();
-	bpf_for(l, 0, topo.nr_llcs) {
-		nr = llc_nr_shards(l);
-		bpf_for(s, 0, nr) {
-			id = shard_dsq(l, s);
-			ret = scx_bpf_create_dsq(id, -1);
-			if (ret) {
-				scx_bpf_error("failed to create DSQ %llu: %d", id, ret);
-				return ret;
-			}
-		}
+		return DISPATCH_STEAL;
 	}
-	return 0;
+	return DISPATCH_NONE;
 }

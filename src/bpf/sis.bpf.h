@@ -87,7 +87,7 @@ static __always_inline u32 smt_row(s32 cpu)
 
 static __always_inline u32 smt_nr(s32 cpu)
 {
-	u32 nr = topo.cpu_nr_smt[cpu & (MAX_CPUS - 1)];
+	u32 nr = sis_topo()->cpu_nr_smt[cpu & (MAX_CPUS - 1)];
 
 	return nr > MAX_SMT ? MAX_SMT : nr;
 }
@@ -95,7 +95,7 @@ static __always_inline u32 smt_nr(s32 cpu)
 /* the @i-th thread of @cpu's core: for_each_cpu(sib, cpu_smt_mask(cpu)), i < smt_nr(cpu) */
 static __always_inline s32 smt_sibling(s32 cpu, u32 i)
 {
-	return topo.cpu_smt[smt_row(cpu)][i & (MAX_SMT - 1)];
+	return sis_topo()->cpu_smt[smt_row(cpu)][i & (MAX_SMT - 1)];
 }
 
 /* Are @a and @b threads of one core (a domain with SD_SHARE_CPUCAPACITY)? */
@@ -143,7 +143,7 @@ static __attribute__((unused)) void update_idle_core(u64 feat, s32 cpu)
 	u32 i, nr;
 	s32 sib;
 
-	if (cpu < 0 || cpu >= MAX_CPUS || !topo.smt || !feat_on(feat, FEAT_SIS_CORE))
+	if (cpu < 0 || cpu >= MAX_CPUS || !sis_topo()->smt || !feat_on(feat, FEAT_SIS_CORE))
 		return;
 	if (test_idle_cores(sis_cpu_llc(cpu)))
 		return;
@@ -274,7 +274,7 @@ static s64 sis_prop_nr(struct sis_ctx *c, s32 llc)
 	}
 
 	avg_cost = this->avg_scan_cost + 1;
-	span_avg = (u64)topo.llc_nr[llc & (MAX_LLCS - 1)] * this->wake_avg_idle;
+	span_avg = (u64)sis_topo()->llc_nr[llc & (MAX_LLCS - 1)] * this->wake_avg_idle;
 	if (span_avg > SIS_PROP_MIN_NR * avg_cost)
 		return span_avg / avg_cost;
 	return SIS_PROP_MIN_NR;
@@ -378,9 +378,9 @@ static s32 select_idle_cpu(struct sis_ctx *c, const struct cpumask *idle_mask, s
 	}
 	sis_calib(c, target, nr, has_idle_core);
 
-	start = topo.llc_start[llc & (MAX_LLCS - 1)];
-	nr_cpus = topo.llc_nr[llc & (MAX_LLCS - 1)];
-	pos = topo.cpu_llc_pos[target & (MAX_CPUS - 1)];
+	start = sis_topo()->llc_start[llc & (MAX_LLCS - 1)];
+	nr_cpus = sis_topo()->llc_nr[llc & (MAX_LLCS - 1)];
+	pos = sis_topo()->cpu_llc_pos[target & (MAX_CPUS - 1)];
 
 	bpf_for(i, 0, nr_cpus) {
 		u32 idx = pos + 1 + i;
@@ -389,7 +389,7 @@ static s32 select_idle_cpu(struct sis_ctx *c, const struct cpumask *idle_mask, s
 		if (idx >= nr_cpus)
 			idx -= nr_cpus;
 		idx += start;
-		cpu = topo.llc_cpus[idx & (MAX_CPUS - 1)];
+		cpu = sis_topo()->llc_cpus[idx & (MAX_CPUS - 1)];
 
 		/* cpus = sched_domain_span(sd) & p->cpus_ptr, minus busy cores */
 		if (!sis_allowed(c, cpu) || mask_test(removed, cpu))
@@ -495,7 +495,7 @@ static s32 select_idle_sibling(struct sis_ctx *c, const struct cpumask *idle_mas
 	sis_inc(c, STAT_DOMAIN_SEARCH);
 
 	/* sched_smt_active(): SIS_CORE off behaves as a kernel without SMT */
-	if (topo.smt && sis_feat(c, FEAT_SIS_CORE)) {
+	if (sis_topo()->smt && sis_feat(c, FEAT_SIS_CORE)) {
 		has_idle_core = test_idle_cores(llc);
 		if (!has_idle_core && sis_share_cache(prev, target)) {
 			i = select_idle_smt(c, idle_mask, prev);
@@ -546,7 +546,7 @@ static bool wake_wide(struct sis_ctx *c, struct sis_wake_state *waker,
 {
 	u32 master = waker->wakee_flips, slave = wakee->wakee_flips, tmp;
 	s32 llc = sis_cpu_llc(c->this_cpu);
-	u32 factor = llc >= 0 ? topo.llc_nr[llc & (MAX_LLCS - 1)] : 1;
+	u32 factor = llc >= 0 ? sis_topo()->llc_nr[llc & (MAX_LLCS - 1)] : 1;
 
 	if (master < slave) {
 		tmp = master;
@@ -608,7 +608,7 @@ static s32 wake_affine_weight(struct sis_ctx *c, s32 this_cpu, s32 prev, bool sy
 
 	if (!tc || !pc)
 		return -1;
-	pct = sis_smt_siblings(this_cpu, prev) ? SMT_IMBALANCE_PCT : imbalance_pct;
+	pct = sis_smt_siblings(this_cpu, prev) ? SMT_IMBALANCE_PCT : sis_imbalance_pct();
 
 	this_eff = READ_ONCE(tc->util);
 	if (sync) {
@@ -694,3 +694,105 @@ static s32 select_task_rq_fair(struct sis_ctx *c, struct sis_wake_state *waker,
 	return new_cpu;
 }
 
+/* ---- the wake-up's decisions around select_task_rq_fair(): WF_SYNC, TTWU_QUEUE_DESCHED ---- */
+
+/*
+ * select_task_rq_fair()'s
+ *   int sync = (wake_flags & WF_SYNC) && !(current->flags & PF_EXITING);
+ * an exiting waker is not going to sleep on the CPU it leaves to the wakee.
+ */
+static __always_inline bool wake_sync(bool wf_sync, u32 current_flags)
+{
+	return wf_sync && !(current_flags & PF_EXITING);
+}
+
+/*
+ * TTWU_QUEUE_DESCHED, Mel Gorman's "sched/core: Offload wakee task
+ * activation if the wakee is descheduling" (2020, 2ebb17717550):
+ * ttwu_queue_cond() for a wakee still on @cpu (WF_ON_CPU), woken from
+ * @this_cpu: another CPU than the waker's, sharing its cache, in
+ * p->cpus_ptr (@allowed), and "(wake_flags & WF_ON_CPU) &&
+ * cpu_rq(cpu)->nr_running <= 1" - the wakee, already dequeued, is not
+ * counted, so it is the later kernel's !nr_running.
+ */
+static __always_inline bool ttwu_queue_cond_desched(s32 this_cpu, s32 cpu, bool allowed)
+{
+	return cpu != this_cpu && sis_share_cache(cpu, this_cpu) && allowed &&
+	       !sis_nr_running(NULL, cpu);
+}
+
+/*
+ * TTWU_QUEUE_DESCHED's decision as sched_waking evaluates it, on the
+ * waking CPU (this CPU, sis_this_cpu()), for a wakee that is descheduling on
+ * @wakee_cpu, @allowed there: the feature is on (@feat), the waker is this
+ * CPU, the wakee's CPU is the one whose runqueue must be empty.
+ */
+static __always_inline bool ttwu_waking_cond(u64 feat, s32 wakee_cpu, bool allowed)
+{
+	return feat_on(feat, FEAT_TTWU_QUEUE_DESCHED) &&
+	       ttwu_queue_cond_desched(sis_this_cpu(), wakee_cpu, allowed);
+}
+
+/*
+ * TTWU_QUEUE_DESCHED's hand-off in select_cpu: *@desched is what
+ * sched_waking saw; it is consumed here (a later select_cpu without a
+ * sched_waking before it must not reuse it). The activation happens on prev
+ * without select_task_rq(): prev is returned, -1 when the hand-off does not
+ * apply. The hit counts only when prev is claimed and the task goes
+ * straight there; otherwise it is queued on prev's LLC without a search.
+ */
+static __always_inline s32 ttwu_desched_select(struct sis_ctx *c, u32 *desched)
+{
+	if (!*desched || !sis_feat(c, FEAT_TTWU_QUEUE_DESCHED))
+		return -1;
+	*desched = 0;
+	if (sis_take(c, c->prev))
+		sis_inc(c, STAT_HIT_TTWU_QUEUE_DESCHED);
+	return c->prev;
+}
+
+/* ---- the task's load that wake_affine_weight() reads (task_h_load()) ---- */
+
+/*
+ * PELT's decay_load(): val * y^n, y^32 = 1/2, n in 1024 us periods.
+ * runnable_avg_yN_inv[i] = y^i * 2^32.
+ */
+static const u32 yN_inv[32] = {
+	0xffffffff, 0xfa83b2db, 0xf5257d15, 0xefe4b99b, 0xeac0c6e7, 0xe5b906e7,
+	0xe0ccdeec, 0xdbfbb797, 0xd744fcca, 0xd2a81d91, 0xce248c15, 0xc9b9bd86,
+	0xc5672a11, 0xc12c4cca, 0xbd08a39f, 0xb8fbaf47, 0xb504f333, 0xb123f581,
+	0xad583eea, 0xa9a15ab4, 0xa5fed6a9, 0xa2704303, 0x9ef53260, 0x9b8d39b9,
+	0x9837f051, 0x94f4efa8, 0x91c3d373, 0x8ea4398b, 0x8b95c1e3, 0x88980e80,
+	0x85aac367, 0x82cd8698,
+};
+
+static __always_inline u64 decay_load(u64 val, u64 ns)
+{
+	u64 n = ns >> 20;	/* ~1024 us periods */
+
+	if (n > 63 * 32)
+		return 0;
+	val >>= n / 32;
+	return (val * yN_inv[n % 32 & 31]) >> 32;
+}
+
+/*
+ * The task's load for wake_affine_weight(): sched_ext keeps no se.avg for
+ * its tasks, so a PELT-like runnable average is kept (struct task_load, of
+ * a task of weight @weight at @now, ns), updated by wake.bpf.h when the
+ * task stops being runnable (ops.quiescent), as the kernel updates a
+ * blocked task's load at dequeue and task_h_load() reads it unchanged:
+ *   load = decay(load, slept) ; load = decay(load, runnable) + w * (1 - y^runnable)
+ * w = 1024 * weight / 100 (NICE_0 -> 1024). A new task starts at w
+ * (init_entity_runnable_average()).
+ */
+static __always_inline void task_load_update(struct task_load *l, u32 weight, u64 now)
+{
+	u64 w = 1024ULL * weight / 100, r;
+
+	if (l->quiescent_at && l->runnable_at > l->quiescent_at)
+		l->avg = decay_load(l->avg, l->runnable_at - l->quiescent_at);
+	r = l->runnable_at && now > l->runnable_at ? now - l->runnable_at : 0;
+	l->avg = decay_load(l->avg, r) + w - decay_load(w, r);
+	l->quiescent_at = now;
+}

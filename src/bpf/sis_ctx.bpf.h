@@ -1,13 +1,22 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The state of one wake-up decision, the machine it reads (topology, per-LLC
- * and per-CPU state), the primitives it runs on and the small helpers every
- * step uses; sis.bpf.h holds the steps themselves.
+ * The seam: the interface every object that runs the scheduler's code plugs
+ * into. It declares the machine's knobs and the primitives the decisions run
+ * on (below, as prototypes), and holds the state of one wake-up decision, the
+ * per-LLC and per-CPU state, the statistics and the small helpers every step
+ * uses; sis.bpf.h holds the wake-up's steps, the other components theirs.
  *
- * The primitives are declared here and defined by each object that runs the
- * wake-up: wake.bpf.h over sched_ext's idle tracking and the kernel's
- * runqueues, synth.bpf.h over a synthetic machine (the host test and the
- * placement-cost benchmark run this very code).
+ * One plug-in style, one order: an object includes this interface, then one
+ * implementation of the prototypes, then the components that use them
+ * (interface, implementation, users). The implementations:
+ *   scx_prims.bpf.h       sched_ext's idle tracking, the kernel's runqueues and
+ *                         DSQs, and the knobs as read-only data the loader sets
+ *                         before load (the scheduler, main.bpf.c)
+ *   tools/synth.bpf.h     a synthetic machine in .bss that a host program
+ *                         rewrites between runs (the host test, placement-cost,
+ *                         shadow's replay: they run this very code)
+ * No component includes an implementation, and no header here holds a switch
+ * between them.
  */
 #pragma once
 
@@ -15,75 +24,68 @@
 #include "intf.h"
 
 /*
- * The machine. The scheduler's topology and imbalance_pct are set by the
- * loader before load (read-only once loaded); the host objects rewrite them
- * between runs and say so by defining SIS_STATE_WRITABLE first (synth.bpf.h).
+ * The knobs, one value each for the whole run (the implementation declares
+ * them once, with their comments; the loader or the host program sets them):
+ *   sis_topo()            the machine's topology: cpu -> LLC, each LLC's CPUs, SMT siblings,
+ *                         the steal order (struct sis_topo, intf.h)
+ *   sis_imbalance_pct()   imbalance_pct of the domains above SMT (wake_affine_weight())
+ *   sis_shard_cpus()      LLC_SHARDS: CPUs per shard, before the raise to MAX_LLC_SHARDS
+ *   sis_slice_ns()        the time slice a task runs before it is preempted
+ *
+ * The primitives:
+ *   sis_idle_get(c)         the idle mask, fetched once per wake-up by select_task_rq_fair()
+ *                           (or a harness calling the steps, or the kick) and passed down as
+ *                           an argument to wake_affine() and select_idle_sibling(): the
+ *                           verifier keeps the reference out of sis_ctx (a map value);
+ *                           sis_idle_put(c, m) puts it. Opaque to the port (@c may be NULL):
+ *                           synth.bpf.h returns NULL and reads its own synth_idle
+ *   sis_idle(c, m, cpu)     available_idle_cpu(): a read of the fetched mask @m, no claim
+ *   sis_claim(c, cpu)       take an idle CPU (test_and_clear)
+ *   sis_nr_running(c, cpu)  cpu_rq(cpu)->nr_running
+ *   sis_nr_delayed(c, cpu)  cfs_h_nr_delayed(cpu_rq(cpu)): fair tasks kept queued by
+ *                           DELAY_DEQUEUE (6.12+), rq->cfs.h_nr_queued - h_nr_runnable
+ *   sis_jiffies(c), sis_hz()                 jiffies, HZ
+ *   sis_this_cpu()          the CPU running the program (bpf_get_smp_processor_id())
+ *   calib_idle_words(c, dst, nr)             the first nr words of the idle mask
+ *   sis_dsq_move(dsq)       move the head of DSQ @dsq (an LLC queue's shard, shard_dsq())
+ *                           to this CPU: scx_bpf_dsq_move_to_local(); true when a task moved
+ *   sis_dsq_nr(dsq)         the tasks queued in DSQ @dsq: scx_bpf_dsq_nr_queued()
+ *   kick_idle_word(e, w)    word @w of the idle mask @e->idle (the kick's search, kick.bpf.h)
+ *   kick_allowed_word(e, w) word @w of the task @e->p's cpus_ptr
+ *   sis_kick_idle(cpu)      wake idle CPU @cpu to take work: scx_bpf_kick_cpu(SCX_KICK_IDLE)
  */
-#ifdef SIS_STATE_WRITABLE
-struct sis_topo topo;
-u64 imbalance_pct = DEFAULT_IMBALANCE_PCT;	/* of the domains above SMT (117) */
-u32 shard_cpus = DEFAULT_SHARD_CPUS;		/* LLC_SHARDS: CPUs per shard (queue.bpf.h) */
-#else
-const volatile struct sis_topo topo;
-const volatile u64 imbalance_pct = DEFAULT_IMBALANCE_PCT;
-const volatile u32 shard_cpus = DEFAULT_SHARD_CPUS;
-#endif
-#define SIS_STATE_DEFINED
-/*
- * LLC_SHARDS' geometry: LLC @llc's queue is llc_nr_shards() DSQs of
- * llc_shard_cpus() CPUs each, by a CPU's position in the LLC (cpu_llc_pos):
- * k = shard_cpus, raised to ceil(n / MAX_LLC_SHARDS); ceil(n / k) shards,
- * one when n <= k. Shard 0 is the LLC's own DSQ (id = the LLC's index), so
- * with the feature off, or in an LLC of one shard, the queue is today's.
- */
-static __always_inline u32 llc_shard_cpus(s32 llc)
-{
-	u32 n = topo.llc_nr[llc & (MAX_LLCS - 1)], k = shard_cpus;
-	u32 min = (n + MAX_LLC_SHARDS - 1) / MAX_LLC_SHARDS;
+struct sis_ctx;
 
-	if (k < min)
-		k = min;
-	return k ?: 1;
-}
+/* what the kick's search reads through its two primitives (synth.bpf.h: neither) */
+struct kick_env {
+	const struct cpumask *idle;
+	const struct task_struct *p;
+};
 
-static __always_inline u32 llc_nr_shards(s32 llc)
-{
-	u32 n = topo.llc_nr[llc & (MAX_LLCS - 1)], k = llc_shard_cpus(llc);
+static __always_inline const volatile struct sis_topo *sis_topo(void);
+static __always_inline u64 sis_imbalance_pct(void);
+static __always_inline u32 sis_shard_cpus(void);
+static __always_inline u64 sis_slice_ns(void);
 
-	return n > k ? (n + k - 1) / k : 1;
-}
+static __always_inline const struct cpumask *sis_idle_get(struct sis_ctx *c);
+static __always_inline void sis_idle_put(struct sis_ctx *c, const struct cpumask *idle_mask);
+static __always_inline bool sis_idle(struct sis_ctx *c, const struct cpumask *idle_mask, s32 cpu);
+static __always_inline bool sis_claim(struct sis_ctx *c, s32 cpu);
+static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu);
+static __always_inline u32 sis_nr_delayed(struct sis_ctx *c, s32 cpu);
+static __always_inline u64 sis_jiffies(struct sis_ctx *c);
+static __always_inline u32 sis_hz(void);
+static __always_inline s32 sis_this_cpu(void);
+static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr);
+static __always_inline bool sis_dsq_move(u64 dsq);
+static __always_inline u64 sis_dsq_nr(u64 dsq);
+static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w);
+static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w);
+static __always_inline void sis_kick_idle(s32 cpu);
 
-/* the shard of CPU @cpu in its LLC @llc */
-static __always_inline u32 cpu_shard(s32 cpu, s32 llc)
-{
-	return topo.cpu_llc_pos[cpu & (MAX_CPUS - 1)] / llc_shard_cpus(llc);
-}
-
-/*
- * the DSQ id of shard @s of LLC @llc: the LLC's index for shard 0, above
- * MAX_LLCS for the others; every shard's id is below SHARD_DSQ_END
- */
+/* the DSQ ids of the LLC queues' shards (sis_dsq_move(), sis_dsq_nr()) are below this (shards.bpf.h) */
 #define SHARD_DSQ_END	(MAX_LLCS + MAX_LLCS * MAX_LLC_SHARDS)
-static __always_inline u64 shard_dsq(s32 llc, u32 s)
-{
-	return s ? MAX_LLCS + (u64)(llc & (MAX_LLCS - 1)) * MAX_LLC_SHARDS + s : (u64)llc;
-}
 
-/*
- * Set once an enqueue used a shard other than 0 (never cleared: tasks may
- * still wait there after LLC_SHARDS is switched off). Until then dispatch,
- * steal and tick look at shard 0 alone, as without shards.
- */
-u32 llc_shards_used;
-
-/*
- * The shards of LLC @llc's queue that may hold tasks: all of them once
- * LLC_SHARDS has used a shard other than 0, else shard 0 alone.
- */
-static __always_inline u32 llc_shards_live(s32 llc)
-{
-	return READ_ONCE(llc_shards_used) ? llc_nr_shards(llc) : 1;
-}
 /* per-LLC state (nr_idle_scan, has_idle_cores) and per-CPU state (idle_start, SIS_PROP, util) */
 struct llc_ctx llc_ctxs[MAX_LLCS];
 struct cpu_ctx cpu_ctxs[MAX_CPUS];
@@ -105,7 +107,7 @@ struct sis_wake_state {
 };
 
 /*
- * A task's load for wake_affine_weight() (task_load_update(), decide.bpf.h):
+ * A task's load for wake_affine_weight() (task_load_update(), sis.bpf.h):
  * the PELT-like runnable average and the times it is updated from. The
  * scheduler keeps it in task storage (ctx.bpf.h), the host test in .bss.
  */
@@ -132,9 +134,6 @@ struct sis_ctx {
 	s64 calib_nr;		/* calib.bpf.h: the scan's nr (depth + 1) */
 	u32 calib_core;		/* calib.bpf.h: the scan looked for idle cores (not bounded by nr) */
 	u32 stats_llc;		/* sis_stats' key the counters go to: the LLC the wake-up places in */
-#ifdef SIS_COUNT_PER_WAKEUP
-	u64 cnt[STAT_NR];	/* the wake-up's own counters (synth.bpf.h) */
-#endif
 };
 
 /*
@@ -212,7 +211,7 @@ static __always_inline s32 sis_cpu_llc(s32 cpu)
 {
 	if (cpu < 0 || cpu >= MAX_CPUS)
 		return -1;
-	return topo.cpu_llc[cpu & (MAX_CPUS - 1)];
+	return sis_topo()->cpu_llc[cpu & (MAX_CPUS - 1)];
 }
 
 /*
@@ -224,29 +223,6 @@ struct sis_counters {
 	u64 cnt[STAT_NR];
 };
 
-#ifdef SIS_COUNT_PER_WAKEUP
-/*
- * synth.bpf.h's objects that read one wake-up's counters after it (the
- * shadow replay): counted in the context, which synth_wake_setup() zeroes.
- */
-static __always_inline void sis_count_in(struct sis_ctx *c, s32 cpu)
-{
-}
-
-static __always_inline void sis_inc(struct sis_ctx *c, u32 stat)
-{
-	if (stat < STAT_NR)
-		c->cnt[stat]++;
-}
-
-static __always_inline void sis_add2(struct sis_ctx *c, u32 a, u32 b, u32 n)
-{
-	if (a < STAT_NR)
-		c->cnt[a] += n;
-	if (b < STAT_NR)
-		c->cnt[b] += n;
-}
-#else
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, MAX_LLCS);
@@ -317,7 +293,24 @@ static __always_inline void sis_add2(struct sis_ctx *c, u32 a, u32 b, u32 n)
 	if (b < STAT_NR)
 		sc->cnt[b] += n;
 }
-#endif
+
+/*
+ * @n to counter @stat of this CPU's row of @llc (-1: the first row): the
+ * counters outside a wake-up (the queue, the kick), the one idiom beside the
+ * wake-up's sis_inc() / sis_add2(), which count in the row sis_count_in() chose.
+ */
+static __always_inline void stat_add(s32 llc, u32 stat, u64 n)
+{
+	struct sis_counters *sc = llc_counters(llc);
+
+	if (sc && stat < STAT_NR)
+		sc->cnt[stat] += n;
+}
+
+static __always_inline void stat_inc(s32 llc, u32 stat)
+{
+	stat_add(llc, stat, 1);
+}
 
 /* cpus_share_cache() */
 static __always_inline bool sis_share_cache(s32 a, s32 b)
@@ -326,34 +319,3 @@ static __always_inline bool sis_share_cache(s32 a, s32 b)
 
 	return la >= 0 && la == sis_cpu_llc(b);
 }
-
-/*
- * The primitives (defined by wake.bpf.h or synth.bpf.h):
- *   sis_idle_get(c)         the idle mask, fetched once per wake-up by select_task_rq_fair()
- *                           (or a harness calling the steps) and passed down as an argument
- *                           to wake_affine() and select_idle_sibling(): the verifier keeps
- *                           the reference out of sis_ctx (a map value); sis_idle_put(c, m)
- *                           puts it. Opaque to the port: synth.bpf.h returns NULL and reads
- *                           its own synth_idle
- *   sis_idle(c, m, cpu)     available_idle_cpu(): a read of the fetched mask @m, no claim
- *   sis_claim(c, cpu)       take an idle CPU (test_and_clear)
- *   sis_nr_running(c, cpu)  cpu_rq(cpu)->nr_running
- *   sis_nr_delayed(c, cpu)  cfs_h_nr_delayed(cpu_rq(cpu)): fair tasks kept queued by
- *                           DELAY_DEQUEUE (6.12+), rq->cfs.h_nr_queued - h_nr_runnable
- *   sis_jiffies(c), sis_hz()                 jiffies, HZ
- *   sis_this_cpu()          the CPU running the program (bpf_get_smp_processor_id())
- *   calib_idle_words(c, dst, nr)             the first nr words of the idle mask
- *   sis_dsq_move(dsq)       move the head of DSQ @dsq (an LLC queue's shard, shard_dsq())
- *                           to this CPU: scx_bpf_dsq_move_to_local(); true when a task moved
- */
-static __always_inline const struct cpumask *sis_idle_get(struct sis_ctx *c);
-static __always_inline void sis_idle_put(struct sis_ctx *c, const struct cpumask *idle_mask);
-static __always_inline bool sis_idle(struct sis_ctx *c, const struct cpumask *idle_mask, s32 cpu);
-static __always_inline bool sis_claim(struct sis_ctx *c, s32 cpu);
-static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu);
-static __always_inline u32 sis_nr_delayed(struct sis_ctx *c, s32 cpu);
-static __always_inline u64 sis_jiffies(struct sis_ctx *c);
-static __always_inline u32 sis_hz(void);
-static __always_inline s32 sis_this_cpu(void);
-static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr);
-static __always_inline bool sis_dsq_move(u64 dsq);

@@ -27,7 +27,7 @@
  * A task queued without a task context cannot be counted: steal_uncounted
  * is set and every later steal walks every LLC.
  *
- * The walk moves a task with decide.bpf.h's llc_shards_move() from shard 0
+ * The walk moves a task with shards.bpf.h's llc_shards_move() from shard 0
  * of the LLC tried (an LLC's shards in order), over the seam's primitive
  * sis_dsq_move(): sched_ext's DSQs in the scheduler, synthetic queue
  * lengths in the host test (sis_test.bpf.c runs this very walk).
@@ -35,7 +35,7 @@
 #pragma once
 
 #include "sis_ctx.bpf.h"
-#include "decide.bpf.h"		/* llc_shards_move() */
+#include "shards.bpf.h"		/* llc_shards_move() */
 
 /*
  * Tasks counted in each LLC's DSQ (an upper bound of its length, above), a
@@ -86,7 +86,7 @@ static __always_inline void queued_enter(u32 *in, s32 llc)
  */
 static __always_inline bool steal_any_queued(void)
 {
-	u32 i, nr = topo.nr_llcs;
+	u32 i, nr = sis_topo()->nr_llcs;
 	u64 acc = 0;
 
 	/* no exit in the body, or clang leaves the loop rolled (7.x refuses plain loops here) */
@@ -109,15 +109,15 @@ static __always_inline s32 steal_search(s32 llc, u32 *tried, u32 *walked)
 	u32 k;
 	s32 l;
 
-	if (llc < 0 || llc >= MAX_LLCS || topo.nr_llcs < 2)
+	if (llc < 0 || llc >= MAX_LLCS || sis_topo()->nr_llcs < 2)
 		return -1;
 	/* nothing queued anywhere: no walk */
 	if (!steal_any_queued())
 		return -1;
-	bpf_for(k, 0, topo.nr_llcs - 1) {
+	bpf_for(k, 0, sis_topo()->nr_llcs - 1) {
 		if (k >= MAX_LLCS)
 			break;
-		l = topo.llc_steal[llc & (MAX_LLCS - 1)][k & (MAX_LLCS - 1)];
+		l = sis_topo()->llc_steal[llc & (MAX_LLCS - 1)][k & (MAX_LLCS - 1)];
 		(*walked)++;
 		if (!every && !READ_ONCE(llc_queued[l & (MAX_LLCS - 1)].n))
 			continue;

@@ -17,6 +17,7 @@
 #include <scx/common.bpf.h>
 #include "intf.h"
 #include "ctx.bpf.h"
+#include "shards.bpf.h"	/* llc_queue_nr() */
 #include "wait_hist.bpf.h"
 
 #define VT_SCALE	256ULL		/* fixed-point fraction: V advances by tiny steps */
@@ -101,7 +102,7 @@ static __always_inline u64 vt_scale(u64 ns, u32 w)
  */
 static __always_inline s64 vt_lag_limit(u32 w)
 {
-	return vt_scale(2 * slice_ns, w);
+	return vt_scale(2 * sis_slice_ns(), w);
 }
 
 /*
@@ -112,7 +113,7 @@ static __always_inline s64 vt_lag_limit(u32 w)
 static __always_inline u64 vt_guard(struct llc_vtime *lv, s32 llc)
 {
 	s64 w = READ_ONCE(lv->load);
-	u64 nr = topo.llc_nr[llc & (MAX_LLCS - 1)], g = READ_ONCE(lv->guard), est;
+	u64 nr = sis_topo()->llc_nr[llc & (MAX_LLCS - 1)], g = READ_ONCE(lv->guard), est;
 
 	if (w < (s64)VT_NICE0)
 		w = VT_NICE0;
@@ -201,11 +202,11 @@ static __always_inline u64 vt_key(struct task_struct *p, struct vt_ctx *vt, s32 
 	V = READ_ONCE(lv->vclock);
 	/* lag stays within its own bound while queued: |V - v| <= 2 slices of w */
 	vt->vruntime = vt_clamp(vt->vruntime, V, vt_lag_limit(w), vt_lag_limit(w));
-	key = vt->vruntime + vt_scale(slice_ns, w);
+	key = vt->vruntime + vt_scale(sis_slice_ns(), w);
 	g = vt_guard(lv, llc);
 	key = vt_clamp(key, V, g, g);
-	if ((p->flags & PF_KTHREAD) && (s64)(key - (V + vt_scale(slice_ns, VT_NICE0))) > 0)
-		key = V + vt_scale(slice_ns, VT_NICE0);
+	if ((p->flags & PF_KTHREAD) && (s64)(key - (V + vt_scale(sis_slice_ns(), VT_NICE0))) > 0)
+		key = V + vt_scale(sis_slice_ns(), VT_NICE0);
 	return key;
 }
 
@@ -319,8 +320,8 @@ static void vt_running(struct task_struct *p)
 	 * dispatches cannot keep the LLC queue waiting.
 	 */
 	if (!vt->queued && llc >= 0 && llc_queue_nr(llc) &&
-	    p->scx.slice > slice_ns / 4)
-		p->scx.slice = slice_ns / 4;
+	    p->scx.slice > sis_slice_ns() / 4)
+		p->scx.slice = sis_slice_ns() / 4;
 	vt->queued = 0;
 }
 

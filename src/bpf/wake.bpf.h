@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The wake-up over sched_ext: the primitives the fair.c port (sis.bpf.h)
- * runs on, backed by sched_ext's idle tracking and the kernel's runqueues;
- * the state select_task_rq_fair() reads besides the machine (the waker's
+ * The wake-up over sched_ext (its primitives: scx_prims.bpf.h): the state
+ * select_task_rq_fair() reads besides the machine (the waker's
  * record_wakee() state, the tasks' PELT-like loads, TTWU_QUEUE_DESCHED's
  * observation at sched_waking); ops.select_cpu's body; and the idle
  * transitions that feed the wake-up's hints (has_idle_cores, avg_idle).
@@ -15,91 +14,6 @@
 #include "ctx.bpf.h"
 #include "sis.bpf.h"
 #include "idle.bpf.h"
-#include "decide.bpf.h"
-
-/* jiffies per second, for record_wakee()'s decay (250 on Debian, 1000 on defconfig) */
-extern const int CONFIG_HZ __kconfig __weak;
-
-/* ---- the primitives sis.bpf.h runs on: sched_ext's idle tracking ---- */
-
-/* the idle mask: a reference, taken once per wake-up (select_task_rq_fair()) and put on its exit */
-static __always_inline const struct cpumask *sis_idle_get(struct sis_ctx *c)
-{
-	return scx_bpf_get_idle_cpumask();
-}
-
-static __always_inline void sis_idle_put(struct sis_ctx *c, const struct cpumask *idle_mask)
-{
-	scx_bpf_put_idle_cpumask(idle_mask);
-}
-
-static __always_inline bool sis_idle(struct sis_ctx *c, const struct cpumask *idle_mask, s32 cpu)
-{
-	return cpu >= 0 && bpf_cpumask_test_cpu(cpu, idle_mask);
-}
-
-static __always_inline bool sis_claim(struct sis_ctx *c, s32 cpu)
-{
-	return cpu >= 0 && scx_bpf_test_and_clear_cpu_idle(cpu);
-}
-
-/*
- * cpu_rq(cpu)->nr_running, read from the kernel's per-CPU runqueue (a
- * typed per-CPU ksym: the same on 6.12 and 7.x). It counts the task
- * running there and every sched_ext task queued on that rq, as the kernel's.
- */
-
-static __always_inline u32 sis_nr_running(struct sis_ctx *c, s32 cpu)
-{
-	struct rq *rq;
-
-	if (cpu < 0 || cpu >= topo.nr_cpu_ids)
-		return 0;
-	rq = bpf_per_cpu_ptr(&runqueues, cpu);
-	return rq ? rq->nr_running : 0;
-}
-
-/*
- * cfs_h_nr_delayed(cpu_rq(cpu)): sched_ext tasks are never delay-dequeued (that is fair.c's
- * EEVDF), so none of the tasks nr_running counts here are: 0. The shadow replay supplies the
- * kernel's (synth.bpf.h).
- */
-static __always_inline u32 sis_nr_delayed(struct sis_ctx *c, s32 cpu)
-{
-	return 0;
-}
-
-static __always_inline u64 sis_jiffies(struct sis_ctx *c)
-{
-	return bpf_jiffies64();
-}
-
-static __always_inline u32 sis_hz(void)
-{
-	return CONFIG_HZ > 0 ? CONFIG_HZ : 250;
-}
-
-static __always_inline s32 sis_this_cpu(void)
-{
-	return bpf_get_smp_processor_id();
-}
-
-/* The idle mask's first @nr words, for the depth calibration (calib.bpf.h). */
-static __always_inline void calib_idle_words(struct sis_ctx *c, u64 *dst, u32 nr)
-{
-	const struct cpumask *idle = scx_bpf_get_idle_cpumask();
-	u32 i;
-
-	bpf_for(i, 0, nr)
-		dst[i & (MAX_CPUS / 64 - 1)] = BPF_CORE_READ(idle, bits[i & (MAX_CPUS / 64 - 1)]);
-	scx_bpf_put_idle_cpumask(idle);
-}
-
-/* the head of DSQ @dsq (an LLC queue's shard) to this CPU's local DSQ (queue.bpf.h, steal.bpf.h) */
-static __always_inline bool sis_dsq_move(u64 dsq)
-{
-	return scx_bpf_dsq_move_to_local(dsq, 0);
-}
 
 /* ---- the state select_task_rq_fair() reads ---- */
 
@@ -134,7 +48,7 @@ static void wake_load_quiescent(struct task_struct *p)
 /*
  * TTWU_QUEUE_DESCHED lives in try_to_wake_up(), before select_task_rq():
  *   if (READ_ONCE(p->on_cpu) && ttwu_queue_wakelist(p, task_cpu(p), wake_flags | WF_ON_CPU))
- * (the condition: ttwu_waking_cond(), decide.bpf.h). sched_ext on
+ * (the condition: ttwu_waking_cond(), sis.bpf.h). sched_ext on
  * 6.12 never takes this path for its tasks (it waits for on_cpu and calls
  * select_cpu), so the condition is evaluated at the same point of the same
  * wake-up: the sched_waking tracepoint, which try_to_wake_up() fires just
@@ -167,18 +81,19 @@ static __always_inline bool task_descheduling(struct task_struct *p)
 }
 
 /*
- * TTWU_QUEUE_DESCHED's decision, at sched_waking: the wakee is descheduling
- * (on its CPU, dequeued), and ttwu_queue_cond() would queue it on that CPU.
+ * TTWU_QUEUE_DESCHED at sched_waking: the wakee is descheduling (on its
+ * CPU, dequeued), and the decision (ttwu_waking_cond(), sis.bpf.h: the
+ * feature on, ttwu_queue_cond() would queue it on that CPU).
  * True: select_cpu places it there without a search.
  */
 static __always_inline bool ttwu_queue_desched(struct task_struct *p)
 {
 	s32 cpu;
 
-	if (!feat_on(features(), FEAT_TTWU_QUEUE_DESCHED) || !task_descheduling(p))
+	if (!task_descheduling(p))
 		return false;
 	cpu = p->thread_info.cpu;
-	return ttwu_waking_cond(cpu, bpf_cpumask_test_cpu(cpu, p->cpus_ptr));
+	return ttwu_waking_cond(features(), cpu, bpf_cpumask_test_cpu(cpu, p->cpus_ptr));
 }
 
 SEC("tp_btf/sched_waking")
@@ -250,7 +165,7 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 		cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
 		if (cpu >= 0) {
 			wake_claimed(cpu);
-			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, sis_slice_ns(), 0);
 			return cpu;
 		}
 		return prev_cpu;
@@ -284,7 +199,7 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 
 	if (c->claimed >= 0 && c->claimed == cpu) {
 		wake_claimed(cpu);
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, sis_slice_ns(), 0);
 		sis_inc(c, STAT_DIRECT);
 	}
 	return cpu;
@@ -295,7 +210,7 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
  * (busy = elapsed - idle_ns, whatever ran: any class, IRQs; idle.bpf.h),
  * SIS_PROP's avg_idle (ttwu_do_activate(); for a period a wake-up's claim
  * did not close already), and the has_idle_cores hint: idle_update(),
- * decide.bpf.h.
+ * idle.bpf.h.
  */
 static void wake_update_idle(s32 cpu, bool idle)
 {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //! Host BPF tests of the decisions outside select_task_rq_fair(), run through the
-//! production code (src/bpf/decide.bpf.h, src/bpf/kick.bpf.h, sis.bpf.h's
-//! __update_idle_core) in the host test object (src/bpf/testing/sis_test.bpf.c: one program per
+//! production code (src/bpf/sis.bpf.h with __update_idle_core, idle.bpf.h, queue.bpf.h,
+//! shards.bpf.h, kick.bpf.h) in the host test object (src/bpf/testing/sis_test.bpf.c: one program per
 //! decision, on the synthetic machine of its .bss) - the real verifier and
 //! BPF_PROG_TEST_RUN, as sis_test.rs runs the wake path. Hand-worked cases: each expected
 //! value is the kernel code's answer on that state, and each test is broken by a one-line
@@ -38,7 +38,7 @@ fn topo_2x4_smt() -> TopoDesc {
     }
 }
 
-fn words(cpus: &[usize]) -> [u64; WORDS] {
+pub(crate) fn words(cpus: &[usize]) -> [u64; WORDS] {
     let mut w = [0u64; WORDS];
     for &c in cpus {
         assert!(c < MAX_CPUS);
@@ -48,7 +48,7 @@ fn words(cpus: &[usize]) -> [u64; WORDS] {
 }
 
 /// The loaded object on the 2x4 SMT machine, every CPU busy (not idle, nothing queued).
-fn machine(obj: &mut MaybeUninit<libbpf_rs::OpenObject>) -> SisTestSkel<'_> {
+pub(crate) fn machine(obj: &mut MaybeUninit<libbpf_rs::OpenObject>) -> SisTestSkel<'_> {
     let mut skel = load_skel(obj);
     let topo = topo_2x4_smt().build().expect("topology");
     let bss = skel.maps.bss_data.as_mut().expect("bss mmapped");
@@ -87,7 +87,9 @@ macro_rules! run {
     }};
 }
 
-fn io<'a>(skel: &'a mut SisTestSkel<'_>) -> &'a mut crate::testing::sis_test::skel::types::dec_io {
+pub(crate) fn io<'a>(
+    skel: &'a mut SisTestSkel<'_>,
+) -> &'a mut crate::testing::sis_test::skel::types::dec_io {
     &mut skel.maps.bss_data.as_mut().expect("bss mmapped").dec_io
 }
 
@@ -168,7 +170,7 @@ fn decide_ttwu_queue_desched_condition() {
 }
 
 /// The condition as sched_waking evaluates it (ttwu_waking_cond(), called by wake.bpf.h's
-/// tracepoint): the waking CPU is this CPU, the wakee's CPU the one that must have nothing
+/// tracepoint; off without the feature): the waking CPU is this CPU, the wakee's CPU the one that must have nothing
 /// running. With the two swapped (`ttwu_queue_cond_desched(wakee_cpu, this_cpu, ...)`) a
 /// waker on a busy CPU waking a wakee whose CPU is empty is refused, and the reverse
 /// accepted.
@@ -186,15 +188,25 @@ fn decide_ttwu_waking_is_this_cpu_for_the_wakee_cpu() {
         ((1, 1, 1, 0, 1), 0), // the wakee's CPU is this CPU
         ((0, 1, 5, 0, 1), 0), // another LLC
     ];
-    let set = |skel: &mut SisTestSkel<'_>, (this, this_nr, cpu, cpu_nr, allowed)| {
+    // each case with the feature on, and off (then never queued)
+    let cases: Vec<_> = [bit::TTWU_QUEUE_DESCHED, 0]
+        .iter()
+        .flat_map(|&feat| {
+            cases.iter().map(move |&((this, this_nr, cpu, cpu_nr, allowed), want)| {
+                let want = if feat == 0 { 0 } else { want };
+                ((feat, this, this_nr, cpu, cpu_nr, allowed), want)
+            })
+        })
+        .collect();
+    let set = |skel: &mut SisTestSkel<'_>, (feat, this, this_nr, cpu, cpu_nr, allowed)| {
         let bss = skel.maps.bss_data.as_mut().unwrap();
         bss.nr_running = [1; MAX_CPUS];
         bss.nr_running[this as usize] = this_nr;
         bss.nr_running[cpu as usize] = cpu_nr;
         let d = io(skel);
-        (d.this_cpu, d.cpu, d.flag) = (this, cpu, allowed);
+        (d.feat, d.this_cpu, d.cpu, d.flag) = (feat, this, cpu, allowed);
     };
-    let what = "(this, its nr_running, the wakee's cpu, its nr_running, allowed)";
+    let what = "(feature word, this, its nr_running, the wakee's cpu, its nr_running, allowed)";
     table(&mut skel, what, &cases, set, |s| {
         run!(s, test_ttwu_waking);
         io(s).out
@@ -1015,7 +1027,7 @@ fn shard_with(
     }
 }
 
-/// LLC_SHARDS' geometry and enqueue shard (sis_ctx.bpf.h, decide.bpf.h) on an LLC of 20
+/// LLC_SHARDS' geometry and enqueue shard (shards.bpf.h) on an LLC of 20
 /// CPUs (0-19), one of 4 (20-23) and one of 40 (24-63): k = 8 gives the 20-CPU LLC shards
 /// {0-7} {8-15} {16-19} and the 4-CPU LLC one shard (n <= k: today's queue); k = 1 on 40
 /// CPUs is raised to ceil(40 / 16) = 3, 14 shards. Off, every CPU queues in shard 0.
@@ -1066,7 +1078,7 @@ fn decide_llc_shards_geometry() {
     }
 }
 
-/// The dispatch rotation (decide.bpf.h): a CPU serves its own shard first, then
+/// The dispatch rotation (shards.bpf.h): a CPU serves its own shard first, then
 /// own + 1, own + 2, ... mod S: every shard once within S tries.
 #[test]
 fn decide_llc_shards_rotation() {
@@ -1084,7 +1096,7 @@ fn decide_llc_shards_rotation() {
     }
 }
 
-/// The dispatch's move from its own LLC (decide.bpf.h dispatch_llc, llc_shards_move) over
+/// The dispatch's move from its own LLC (shards.bpf.h dispatch_llc, llc_shards_move) over
 /// synthetic shards, 5 shards of 8 CPUs, CPU 17 (own shard 2): the head of the first
 /// non-empty shard from its own in rotation, one task, and no further try; with no shard
 /// but 0 ever used (llc_shards_used 0), shard 0's DSQ alone, as before shards.

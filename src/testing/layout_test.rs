@@ -527,3 +527,274 @@ fn the_feature_bit_number_scan_sees_numbers() {
     assert!(r("// feat = 0x10").is_empty());
     assert!(r("let words = 4;").is_empty());
 }
+
+/// The preprocessor conditionals of C `text` that switch code: every `#if`, `#ifdef`,
+/// `#elif`, `#else` and `#error` line, and each `#ifndef X` not followed by `#define X` (an
+/// include guard or a default) or that is not intf.h's test for the kernel's types.
+fn preprocessor_switches(text: &str) -> Vec<String> {
+    let code = c_code(text);
+    let lines: Vec<&str> = code
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let mut bad = vec![];
+    for (i, l) in lines.iter().enumerate() {
+        let Some(d) = l.strip_prefix('#').map(str::trim_start) else {
+            continue;
+        };
+        if let Some(name) = d.strip_prefix("ifndef ").map(str::trim) {
+            let next = lines
+                .get(i + 1)
+                .map(|n| n.split_whitespace().collect::<Vec<_>>());
+            let default = next.is_some_and(|n| n.len() >= 2 && n[0] == "#define" && n[1] == name);
+            if default || name == "__VMLINUX_H__" {
+                continue;
+            }
+        } else if !["if", "elif", "else", "error"].iter().any(|k| {
+            d.split_whitespace()
+                .next()
+                .is_some_and(|w| w.starts_with(k))
+        }) {
+            continue;
+        }
+        bad.push(l.to_string());
+    }
+    bad
+}
+
+/// The quoted `#include "..."` names of C `text`, in order (comments aside).
+fn quoted_includes(text: &str) -> Vec<String> {
+    c_code(text)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("#include"))
+        .filter_map(|r| r.trim().strip_prefix('"'))
+        .filter_map(|r| r.split('"').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Does C `text` include a header after its first line of code (a mid-file include)?
+fn includes_after_code(text: &str) -> bool {
+    let code = c_code(text);
+    let mut seen_code = false;
+    for l in code.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if l.starts_with("#include") && seen_code {
+            return true;
+        }
+        seen_code |= !l.starts_with('#');
+    }
+    false
+}
+
+/// The functions C `text` declares (`want_proto`: prototypes, `...);`) or defines, among
+/// its `static __always_inline` functions.
+fn inline_fns(text: &str, want_proto: bool) -> Vec<String> {
+    c_code(text)
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("static __always_inline") && l.ends_with(");") == want_proto)
+        .filter_map(|l| l.split('(').next())
+        .filter_map(|l| l.split([' ', '*']).next_back())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The production BPF code (the scheduler's object: src/bpf's own files).
+fn bpf_production() -> Vec<PathBuf> {
+    let bpf = root().join("src/bpf");
+    let mut out = files(&bpf, ".h");
+    out.extend(files(&bpf, ".c"));
+    assert!(out.len() >= 14, "{out:?}");
+    out
+}
+
+fn rel(f: &Path) -> String {
+    f.strip_prefix(root()).unwrap().display().to_string()
+}
+
+/// No switch between production and test code: a production header holds no `#if`/`#ifdef`
+/// (nor `#else`, `#error`), only include guards and defaults (`#ifndef X` + `#define X`);
+/// the host objects plug in through the seam's prototypes instead (sis_ctx.bpf.h).
+#[test]
+fn production_bpf_holds_no_preprocessor_switch() {
+    let mut bad = vec![];
+    for f in bpf_production() {
+        for l in preprocessor_switches(&std::fs::read_to_string(&f).unwrap()) {
+            bad.push(format!("{}: {l}", rel(&f)));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "a preprocessor switch in production BPF code:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// One seam, one plug-in style: sis_ctx.bpf.h declares the knobs' accessors and the
+/// primitives as prototypes; scx_prims.bpf.h (sched_ext) and tools/synth.bpf.h (the synthetic
+/// machine) each define every one of them, and nothing else does; only main.bpf.c includes
+/// the sched_ext implementation, and no production file the synthetic one.
+#[test]
+fn both_implementations_define_every_primitive_of_the_seam() {
+    let bpf = root().join("src/bpf");
+    let read = |p: &str| std::fs::read_to_string(bpf.join(p)).unwrap();
+    let mut protos = inline_fns(&read("sis_ctx.bpf.h"), true);
+    protos.sort();
+    assert!(protos.len() >= 15, "{protos:?}");
+    for imp in ["scx_prims.bpf.h", "tools/synth.bpf.h"] {
+        let mut defs: Vec<String> = inline_fns(&read(imp), false)
+            .into_iter()
+            .filter(|d| protos.contains(d))
+            .collect();
+        defs.sort();
+        assert_eq!(
+            defs, protos,
+            "{imp} defines these of sis_ctx.bpf.h's primitives"
+        );
+    }
+    let mut srcs = bpf_production();
+    for d in ["tools", "testing"] {
+        srcs.extend(files(&bpf.join(d), ".h"));
+        srcs.extend(files(&bpf.join(d), ".c"));
+    }
+    let mut bad = vec![];
+    for f in &srcs {
+        let path = rel(f);
+        let text = std::fs::read_to_string(f).unwrap();
+        if !path.ends_with("scx_prims.bpf.h") && !path.ends_with("synth.bpf.h") {
+            for d in inline_fns(&text, false)
+                .iter()
+                .filter(|d| protos.contains(d))
+            {
+                bad.push(format!("{path}: defines the primitive {d}"));
+            }
+        }
+        if path.starts_with("src/bpf/tools/") || path.starts_with("src/bpf/testing/") {
+            continue;
+        }
+        for h in quoted_includes(&text) {
+            if h.ends_with("synth.bpf.h")
+                || (h == "scx_prims.bpf.h" && !path.ends_with("main.bpf.c"))
+            {
+                bad.push(format!("{path}: #include \"{h}\""));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "the seam plugged in elsewhere:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// No object depends on include order beyond "interface, then implementation, then users":
+/// every object that runs the scheduler's code includes sis_ctx.bpf.h first (intf.h aside),
+/// one implementation next, and no header after its first line of code.
+#[test]
+fn every_object_includes_interface_then_implementation_then_users() {
+    let bpf = root().join("src/bpf");
+    let mut objs = files(&bpf, ".c");
+    for d in ["tools", "testing"] {
+        objs.extend(files(&bpf.join(d), ".c"));
+    }
+    let mut bad = vec![];
+    let mut seam_users = 0;
+    for f in &objs {
+        let path = rel(f);
+        let text = std::fs::read_to_string(f).unwrap();
+        if includes_after_code(&text) {
+            bad.push(format!("{path}: a header included after code"));
+        }
+        let inc: Vec<String> = quoted_includes(&text)
+            .into_iter()
+            // the interfaces shared with Rust (intf.h, the tools' tool_intf.h) hold no code
+            .filter(|h| h != "intf.h" && h != "tool_intf.h")
+            .collect();
+        if inc.iter().all(|h| h == "wait_hist.bpf.h") {
+            continue; // a tracer: none of the seam
+        }
+        seam_users += 1;
+        let imp = inc
+            .get(1)
+            .is_some_and(|h| h == "scx_prims.bpf.h" || h.ends_with("synth.bpf.h"));
+        if inc.first().map(String::as_str) != Some("sis_ctx.bpf.h") || !imp {
+            bad.push(format!("{path}: includes {inc:?}"));
+        }
+    }
+    assert!(seam_users >= 4, "{seam_users} objects use the seam");
+    assert!(bad.is_empty(), "include order:\n{}", bad.join("\n"));
+}
+
+/// The rule of where a decision lives (docs/DESIGN.md): each feature's bit is tested in one
+/// production BPF file, the one named for its component.
+#[test]
+fn every_feature_is_decided_in_one_bpf_file() {
+    let intf = std::fs::read_to_string(root().join("src/bpf/intf.h")).unwrap();
+    let feats: Vec<String> = c_code(&intf)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("FEAT_"))
+        .filter_map(|l| {
+            l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .next()
+        })
+        .filter(|n| *n != "ALL")
+        .map(|n| format!("FEAT_{n}"))
+        .collect();
+    assert!(feats.len() >= 10, "{feats:?}");
+    let code: Vec<(String, String)> = bpf_production()
+        .iter()
+        .filter(|f| !f.ends_with("intf.h"))
+        .map(|f| (rel(f), c_code(&std::fs::read_to_string(f).unwrap())))
+        .collect();
+    let mut bad = vec![];
+    for name in &feats {
+        let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        let at: Vec<&str> = code
+            .iter()
+            .filter(|(_, c)| {
+                c.match_indices(name.as_str()).any(|(i, _)| {
+                    !c[..i].ends_with(is_ident) && !c[i + name.len()..].starts_with(is_ident)
+                })
+            })
+            .map(|(p, _)| p.as_str())
+            .collect();
+        if at.len() > 1 {
+            bad.push(format!("{name}: {at:?}"));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "a feature decided in several files:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// The scans above see a one-line violation, and not what they allow.
+#[test]
+fn the_seam_scans_see_one_line_violations() {
+    assert_eq!(
+        preprocessor_switches("#ifdef SIS_TEST\n"),
+        ["#ifdef SIS_TEST"]
+    );
+    assert_eq!(preprocessor_switches("#if 0\n").len(), 1);
+    assert_eq!(
+        preprocessor_switches("#ifndef KICK_ENV_DEFINED\nx\n#endif").len(),
+        1
+    );
+    assert!(preprocessor_switches("#ifndef X\n#define X 1\n#endif\n/* #ifdef Y */").is_empty());
+    assert!(includes_after_code(
+        "#include \"a.h\"\nint x;\n#include \"b.h\"\n"
+    ));
+    assert!(!includes_after_code(
+        "#include \"a.h\"\n/* x; */\n#include \"b.h\"\nint x;\n"
+    ));
+    assert_eq!(
+        quoted_includes("#include <scx/common.bpf.h>\n#include \"tools/synth.bpf.h\"\n"),
+        ["tools/synth.bpf.h"]
+    );
+    let protos = "static __always_inline u64 sis_dsq_nr(u64 dsq);\n";
+    assert_eq!(inline_fns(protos, true), ["sis_dsq_nr"]);
+    let def = "static __always_inline const volatile struct sis_topo *sis_topo(void)\n{\n";
+    assert_eq!(inline_fns(def, false), ["sis_topo"]);
+}

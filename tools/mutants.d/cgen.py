@@ -22,16 +22,17 @@ import sys
 import time
 
 # The production BPF C: what the scheduler runs (main.bpf.c and the headers it includes).
-# synth.bpf.h (the host tests' synthetic machine), intf.h's definitions, testing/ and
-# tools/ (the tracers and the cost benchmark) are not the scheduler.
+# intf.h's definitions, testing/ and tools/ (the tracers, the cost benchmark and
+# tools/synth.bpf.h, the host objects' synthetic machine) are not the scheduler.
 PROD = [
     "src/bpf/main.bpf.c",
     "src/bpf/calib.bpf.h",
     "src/bpf/ctx.bpf.h",
-    "src/bpf/decide.bpf.h",
     "src/bpf/idle.bpf.h",
     "src/bpf/kick.bpf.h",
     "src/bpf/queue.bpf.h",
+    "src/bpf/scx_prims.bpf.h",
+    "src/bpf/shards.bpf.h",
     "src/bpf/sis.bpf.h",
     "src/bpf/sis_ctx.bpf.h",
     "src/bpf/steal.bpf.h",

@@ -9,11 +9,14 @@
  * argument. It has no struct_ops and calls no sched_ext kfunc, so it loads
  * on any kernel that allows bpf() - the verifier is the real one.
  */
-#define SIS_COUNT_IN_PLACE	/* the scheduler's counting: sis_stats rows (sis_ctx.bpf.h) */
-#include "synth.bpf.h"
+#include "sis_ctx.bpf.h"
+#include "tools/synth.bpf.h"
 #include "sis.bpf.h"
 #include "idle.bpf.h"
-#include "decide.bpf.h"
+#include "shards.bpf.h"
+#include "kick.bpf.h"
+#include "steal.bpf.h"
+#include "queue.bpf.h"
 #include "wait_hist.bpf.h"
 
 char _license[] SEC("license") = "GPL";
@@ -35,36 +38,18 @@ struct sis_wake_state test_waker, test_wakee;
 u64 stats_misplaced;
 u64 stats_row[STAT_NR];
 
-static void stats_clear(void)
-{
-	u32 l;
-
-	bpf_for(l, 0, MAX_LLCS) {
-		struct sis_counters *sc = sis_stats_row(&l);
-
-		if (sc)
-			__builtin_memset(sc->cnt, 0, sizeof(sc->cnt));
-	}
-}
+u64 stats_others[STAT_NR];
 
 static void stats_take(s32 cpu)
 {
-	s32 llc = sis_cpu_llc(cpu);
-	u32 l, i, key = llc < 0 ? 0 : llc;
+	u32 i;
 
+	__builtin_memset(stats_row, 0, sizeof(stats_row));
+	__builtin_memset(stats_others, 0, sizeof(stats_others));
+	synth_stats_take(sis_cpu_llc(cpu), stats_row, stats_others);
 	stats_misplaced = 0;
-	bpf_for(l, 0, MAX_LLCS) {
-		struct sis_counters *sc = sis_stats_row(&l);
-
-		if (!sc)
-			continue;
-		if (l == key) {
-			__builtin_memcpy(stats_row, sc->cnt, sizeof(stats_row));
-			continue;
-		}
-		bpf_for(i, 0, STAT_NR)
-			stats_misplaced += sc->cnt[i];
-	}
+	bpf_for(i, 0, STAT_NR)
+		stats_misplaced += stats_others[i];
 }
 
 SEC("syscall")
@@ -72,7 +57,6 @@ int sis_test(struct sis_test_args *a)
 {
 	struct sis_ctx *c = &test_ctx;
 
-	stats_clear();
 	synth_wake_setup(a, c, &test_waker, &test_wakee);
 
 	a->cpu = select_task_rq_fair(c, &test_waker, &test_wakee, a->prev, a->sync);
@@ -121,7 +105,7 @@ int idle_test(void *a)
 }
 
 /*
- * The decisions outside select_task_rq_fair (decide.bpf.h, kick.bpf.h), one
+ * The decisions outside select_task_rq_fair (sis.bpf.h, idle.bpf.h, queue.bpf.h, kick.bpf.h), one
  * program each, on the same synthetic machine (topo, nr_running, synth_idle,
  * cpu_ctxs, llc_ctxs in .bss); inputs and outputs in dec_io.
  */
@@ -145,25 +129,6 @@ struct dec_io {
 	u64 cnt[STAT_NR];
 } dec_io;
 
-/* the kick search's primitives (kick.bpf.h) over the synthetic idle mask, before it */
-struct kick_env {
-	u32 unused;
-};
-
-static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w)
-{
-	return synth_idle[w & (MAX_CPUS / 64 - 1)];
-}
-
-static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
-{
-	return dec_io.allowed[w & (MAX_CPUS / 64 - 1)];
-}
-
-/* the search runs over the primitives above; the flag word and take_kick() come with it */
-#define KICK_ENV_DEFINED
-#include "kick.bpf.h"
-
 /* take_kick(dec_io.cpu) on the flag word kick_pending (.bss, as the test set it): out whether
  * the CPU's bit was set */
 SEC("syscall")
@@ -173,13 +138,13 @@ int test_take_kick(void *a)
 	return 0;
 }
 
-/* TTWU_QUEUE_DESCHED's condition at sched_waking on CPU dec_io.this_cpu, for a wakee
- * descheduling on dec_io.cpu (allowed there: dec_io.flag) */
+/* TTWU_QUEUE_DESCHED's decision at sched_waking on CPU dec_io.this_cpu under dec_io.feat,
+ * for a wakee descheduling on dec_io.cpu (allowed there: dec_io.flag) */
 SEC("syscall")
 int test_ttwu_waking(void *a)
 {
 	synth_this_cpu = dec_io.this_cpu;
-	dec_io.out = ttwu_waking_cond(dec_io.cpu, dec_io.flag);
+	dec_io.out = ttwu_waking_cond(dec_io.feat, dec_io.cpu, dec_io.flag);
 	return 0;
 }
 
@@ -212,7 +177,7 @@ int test_ttwu_select(void *a)
 {
 	struct sis_ctx *c = &test_ctx;
 
-	stats_clear();
+	synth_stats_clear();
 	c->feat = dec_io.feat;
 	c->this_cpu = dec_io.this_cpu;
 	c->prev = dec_io.cpu;
@@ -258,17 +223,20 @@ int test_kick(void *a)
 {
 	struct kick_env e = {};
 
-	__builtin_memset(dec_io.cnt, 0, sizeof(dec_io.cnt));
+	synth_stats_clear();
+	__builtin_memcpy(synth_allowed, dec_io.allowed, sizeof(synth_allowed));
 	kick_llc_words_init();
 	dec_io.probed = 0;
 	dec_io.first = kick_search_first(dec_io.feat, dec_io.llc, dec_io.this_cpu);
 	dec_io.out_cpu = kick_search(&e, dec_io.llc, dec_io.this_cpu, dec_io.feat, &dec_io.probed);
-	dec_io.out = kick_already_asked(dec_io.feat, dec_io.flag, dec_io.cnt);
+	dec_io.out = kick_already_asked(dec_io.feat, dec_io.flag, dec_io.llc);
+	__builtin_memset(dec_io.cnt, 0, sizeof(dec_io.cnt));
+	synth_stats_take(dec_io.llc, dec_io.cnt, stats_others);
 	return 0;
 }
 
 /*
- * LLC_SHARDS' geometry and decisions (sis_ctx.bpf.h, decide.bpf.h): for
+ * LLC_SHARDS' geometry and decisions (shards.bpf.h): for
  * dec_io.cpu of LLC dec_io.llc under dec_io.feat, out_cpu the enqueue's
  * shard, out the LLC's shards, first its CPUs per shard, shard_ids[j] shard
  * j's DSQ id; then the CPU's dispatch from its LLC (dispatch_llc()) over
@@ -301,8 +269,6 @@ int test_shard(void *a)
  * the stealer's LLC; out_cpu the LLC stolen from (-1 none), probed the LLCs
  * tried, first the LLCs walked.
  */
-#include "steal.bpf.h"
-
 SEC("syscall")
 int test_steal(void *a)
 {
@@ -342,5 +308,48 @@ int test_wait_bucket(void *a)
 
 	bpf_for(i, 0, 64)
 		wait_idx[i & 63] = wait_bucket(wait_ns[i & 63]);
+	return 0;
+}
+
+/*
+ * The tick's kick (queue.bpf.h): tick_kick_shard() of LLC dec_io.llc under
+ * dec_io.feat over the synthetic DSQs (synth_dsq_nr, llc_shards_used and
+ * shard_cpus as the test sets them) into out_cpu (-1: no kick); then, when it
+ * kicks, kick_for_work() (kick.bpf.h) from CPU dec_io.this_cpu with
+ * dec_io.allowed as the head's affinity: out whether a CPU was kicked,
+ * synth_kicked the CPUs sis_kick_idle() was called for, cnt the counters of
+ * the LLC's row.
+ */
+SEC("syscall")
+int test_tick(void *a)
+{
+	s32 s;
+
+	synth_stats_clear();
+	__builtin_memcpy(synth_allowed, dec_io.allowed, sizeof(synth_allowed));
+	__builtin_memset(synth_kicked, 0, sizeof(synth_kicked));
+	synth_this_cpu = dec_io.this_cpu;
+	kick_llc_words_init();
+	s = tick_kick_shard(dec_io.feat, dec_io.llc);
+	dec_io.out_cpu = s;
+	dec_io.out = s >= 0 ? kick_for_work(dec_io.llc, NULL, dec_io.feat) : 0;
+	__builtin_memset(dec_io.cnt, 0, sizeof(dec_io.cnt));
+	synth_stats_take(dec_io.llc, dec_io.cnt, stats_others);
+	return 0;
+}
+
+/*
+ * ops.dispatch's order (dispatch_order(), queue.bpf.h) on CPU dec_io.cpu,
+ * prev still queued when dec_io.flag: out the step taken (enum
+ * dispatch_step), probed the DSQ moves tried, synth_dsq_tried their DSQs in
+ * order; the machine (synth_dsq_nr, llc_queued, kick_pending, cpu_ctxs'
+ * idle_start) as the test sets it.
+ */
+SEC("syscall")
+int test_dispatch(void *a)
+{
+	synth_dsq_nr_tried = 0;
+	dec_io.out = dispatch_order(dec_io.feat, dec_io.cpu, dec_io.flag);
+	dec_io.probed = synth_dsq_nr_tried;
 	return 0;
 }

@@ -10,7 +10,7 @@
  *   wake_select_cpu(): the feature word's map lookup, p->cpus_ptr into the
  *   context (wake_allowed), select_task_rq_fair() of sis.bpf.h with its
  *   counters counted in place), then, when the task was not placed on a CPU
- *   it claimed, ops.enqueue's (queue.bpf.h's queue_enqueue(): the LLC's
+ *   it claimed, ops.enqueue's (main.bpf.c's queue_enqueue(): the LLC's
  *   queued count (queued_enter), the shard (enqueue_shard), the counter, the
  *   rescue decision (enqueue_rescue) and, only where WAKE_RESCUE is on, the
  *   kick search of kick.bpf.h and its flag word (kick_search_counted,
@@ -33,13 +33,15 @@
  * which the caller subtracts. No struct_ops, no sched_ext kfunc: loads on
  * any kernel that allows bpf().
  */
-#define SIS_COUNT_IN_PLACE	/* the scheduler's counting (synth.bpf.h) */
+#include "sis_ctx.bpf.h"
 #include "synth.bpf.h"
 #include "sis.bpf.h"
 #pragma clang diagnostic ignored "-Wunused-function"	/* ctx.bpf.h's scheduler-only helpers */
 #include "ctx.bpf.h"
-#include "decide.bpf.h"
+#include "shards.bpf.h"
+#include "kick.bpf.h"
 #include "steal.bpf.h"
+#include "queue.bpf.h"
 #include "tool_intf.h"
 
 char _license[] SEC("license") = "GPL";
@@ -87,26 +89,6 @@ u64 cost_allowed[MAX_CPUS / 64] = { ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0ULL, ~0
 static struct sis_ctx cost_ctx;
 struct sis_wake_state cost_waker, cost_wakee;	/* global: clang would split a static one (no BTF) */
 
-/* the kick search's primitives (kick.bpf.h) over the synthetic idle mask, before it */
-struct kick_env {
-	u32 unused;
-};
-
-static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w)
-{
-	cost_out.word_tests++;
-	return synth_idle[w & (MAX_CPUS / 64 - 1)];
-}
-
-static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
-{
-	return cost_ctx.allowed[w & (MAX_CPUS / 64 - 1)];
-}
-
-/* the search runs over the primitives above; the sched_ext parts left out */
-#define KICK_ENV_DEFINED
-#include "kick.bpf.h"
-
 static __always_inline u32 xorshift(u32 *s)
 {
 	u32 x = *s;
@@ -152,7 +134,7 @@ static __always_inline void kick_timed(s32 llc, s32 this_cpu, u64 feat)
 		cost_out.kicked++;
 }
 
-/* ops.select_cpu's and ops.enqueue's work for one wake-up, as wake.bpf.h and queue.bpf.h do it */
+/* ops.select_cpu's and ops.enqueue's work for one wake-up, as wake.bpf.h and main.bpf.c do it */
 static __noinline void place_timed(struct loop_state *st, s32 this_cpu, s32 prev)
 {
 	struct sis_ctx *c = &cost_ctx;
@@ -305,6 +287,7 @@ int placement_cost(void *ctx)
 	/* the wakee is allowed everywhere: cost_allowed is the harness's cpu_possible_mask */
 	bpf_for(i, 0, MAX_CPUS / 64) {
 		cost_ctx.allowed[i & (MAX_CPUS / 64 - 1)] = ~0ULL;
+		synth_allowed[i & (MAX_CPUS / 64 - 1)] = ~0ULL;	/* the kick's view of the wakee */
 		possible_cpus[i & (MAX_CPUS / 64 - 1)] = cost_allowed[i & (MAX_CPUS / 64 - 1)];
 	}
 	nr_possible_cpus = MAX_CPUS;
@@ -313,7 +296,7 @@ int placement_cost(void *ctx)
 	cost_out.enqueued = 0;
 	cost_out.searched = 0;
 	cost_out.kicked = 0;
-	cost_out.word_tests = 0;
+	synth_kick_word_tests = 0;
 	bpf_for(i, 0, COST_HIST)
 		cost_out.hist[i & (COST_HIST - 1)] = 0;
 
@@ -323,6 +306,8 @@ int placement_cost(void *ctx)
 			break;
 
 	cost_out.placements = cost_cfg.nr_placements;
+	/* the kick search's idle-word reads (synth.bpf.h's kick_idle_word()) */
+	cost_out.word_tests = synth_kick_word_tests;
 	return 0;
 }
 

@@ -9,6 +9,7 @@
  * (src/tools/shadow.rs). No struct_ops, no sched_ext kfunc: it loads on any kernel
  * that allows bpf().
  */
+#include "sis_ctx.bpf.h"
 #include "synth.bpf.h"
 #include "sis.bpf.h"
 
@@ -16,6 +17,7 @@ char _license[] SEC("license") = "GPL";
 
 static struct sis_ctx replay_ctx;
 static struct sis_wake_state replay_waker, replay_wakee;
+u64 replay_cnt[STAT_NR];
 
 /* replay_steps: in, the target select_idle_sibling() gets (-1: wake_affine's); out */
 s32 force_target = -1;
@@ -37,7 +39,14 @@ static __always_inline void replay_out(struct sis_test_args *a, struct sis_ctx *
 	a->waker_last_wakee_out = replay_waker.last_wakee;
 	a->waker_flips_out = replay_waker.wakee_flips;
 	a->waker_decay_ts_out = replay_waker.wakee_flip_decay_ts;
-	__builtin_memcpy(a->cnt, c->cnt, sizeof(a->cnt));
+	/*
+	 * the wake-up's counters, counted in place as the scheduler counts them:
+	 * every row's sum (synth_wake_setup() cleared them); summed in .bss, then
+	 * copied whole (the context is written at constant offsets only)
+	 */
+	__builtin_memset(replay_cnt, 0, sizeof(replay_cnt));
+	synth_stats_take(-1, replay_cnt, replay_cnt);
+	__builtin_memcpy(a->cnt, replay_cnt, sizeof(a->cnt));
 }
 
 SEC("syscall")

@@ -1,31 +1,60 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * The wake-up's primitives (sis_ctx.bpf.h) over a synthetic machine, for
- * the host objects that run the scheduler's own wake-up path without
- * sched_ext: the differential test (sis_test.bpf.c) and the placement-cost
- * benchmark (cost.bpf.c). The caller writes the machine through the
- * skeleton's .bss (topo, llc_ctxs, cpu_ctxs, nr_running, synth_idle) or
- * through a program's argument.
+ * The seam's implementation over a synthetic machine (the interface:
+ * sis_ctx.bpf.h; the scheduler's: scx_prims.bpf.h), for the host objects
+ * that run the scheduler's own code without sched_ext: the differential and
+ * decision tests (testing/sis_test.bpf.c), the placement-cost benchmark
+ * (cost.bpf.c) and shadow's replay (shadow_replay.bpf.c). The caller writes
+ * the machine through the skeleton's .bss (topo, the knobs, llc_ctxs,
+ * cpu_ctxs, nr_running, synth_idle, synth_dsq_nr, synth_allowed) or through a
+ * program's argument (synth_wake_setup()).
  *
  * Time is synthetic (synth_jiffies, synth_hz) unless synth_real_time is
  * set: then jiffies are the host's and HZ is 250. (SIS_PROP's scan cost is
  * counted in probes, not read from a clock: sis_prop_account().)
  *
- * The counters: an object that defines SIS_COUNT_IN_PLACE first counts as
- * the scheduler does, into this CPU's sis_stats rows (the host test, the
- * placement-cost benchmark); any other counts each wake-up in its context
- * (c->cnt, SIS_COUNT_PER_WAKEUP: the shadow replay).
+ * The counters are the scheduler's, counted in place into this CPU's rows of
+ * sis_stats (sis_ctx.bpf.h); synth_stats_clear() and synth_stats_take() read
+ * them around one run.
  */
 #pragma once
 
-#ifdef SIS_STATE_DEFINED
-#error "synth.bpf.h makes the machine writable: include it before sis_ctx.bpf.h"
-#endif
-#define SIS_STATE_WRITABLE
-#ifndef SIS_COUNT_IN_PLACE
-#define SIS_COUNT_PER_WAKEUP
-#endif
+#include <scx/common.bpf.h>
+#include "intf.h"
 #include "sis_ctx.bpf.h"
+
+/* ---- the knobs: the scheduler's (scx_prims.bpf.h), writable between runs ---- */
+
+/* the machine's topology */
+struct sis_topo topo;
+/* imbalance_pct of the domains above SMT (wake_affine_weight()) */
+u64 imbalance_pct = DEFAULT_IMBALANCE_PCT;
+/* LLC_SHARDS: CPUs per shard */
+u32 shard_cpus = DEFAULT_SHARD_CPUS;
+/* the time slice, ns */
+u64 slice_ns = DEFAULT_SLICE_US * NSEC_PER_USEC;
+
+static __always_inline const volatile struct sis_topo *sis_topo(void)
+{
+	return &topo;
+}
+
+static __always_inline u64 sis_imbalance_pct(void)
+{
+	return imbalance_pct;
+}
+
+static __always_inline u32 sis_shard_cpus(void)
+{
+	return shard_cpus;
+}
+
+static __always_inline u64 sis_slice_ns(void)
+{
+	return slice_ns;
+}
+
+/* ---- the primitives ---- */
 
 u32 nr_running[MAX_CPUS];
 /* cfs_h_nr_delayed() per CPU (the shadow replay: the kernel's; else 0) */
@@ -106,6 +135,14 @@ u32 synth_dsq_nr[SHARD_DSQ_END];
 u64 synth_dsq_tried[MAX_LLCS];
 u32 synth_dsq_nr_tried;
 
+static __always_inline u64 sis_dsq_nr(u64 dsq)
+{
+	u64 id = dsq;
+
+	barrier_var(id);
+	return id < SHARD_DSQ_END ? synth_dsq_nr[id] : 0;
+}
+
 static __always_inline bool sis_dsq_move(u64 dsq)
 {
 	u32 i = synth_dsq_nr_tried++;
@@ -122,6 +159,64 @@ static __always_inline bool sis_dsq_move(u64 dsq)
 }
 
 /*
+ * The kick's search over the synthetic idle mask and the task's allowed
+ * mask synth_allowed (the kick_env is not read); each idle word read counted
+ * in synth_kick_word_tests. A kick (sis_kick_idle()) sets the CPU's bit in
+ * synth_kicked.
+ */
+u64 synth_allowed[MAX_CPUS / 64];
+u64 synth_kicked[MAX_CPUS / 64];
+u64 synth_kick_word_tests;
+
+static __always_inline u64 kick_idle_word(struct kick_env *e, u32 w)
+{
+	synth_kick_word_tests++;
+	return synth_idle[w & (MAX_CPUS / 64 - 1)];
+}
+
+static __always_inline u64 kick_allowed_word(struct kick_env *e, u32 w)
+{
+	return synth_allowed[w & (MAX_CPUS / 64 - 1)];
+}
+
+static __always_inline void sis_kick_idle(s32 cpu)
+{
+	mask_set(synth_kicked, cpu);
+}
+
+/* every row of sis_stats (this CPU's) cleared, before a run */
+static __always_inline void synth_stats_clear(void)
+{
+	u32 l;
+
+	bpf_for(l, 0, MAX_LLCS) {
+		struct sis_counters *sc = sis_stats_row(&l);
+
+		if (sc)
+			__builtin_memset(sc->cnt, 0, sizeof(sc->cnt));
+	}
+}
+
+/*
+ * After a run: LLC @llc's row (-1: the first) added into @row, every other
+ * row into @others (both may be the same array: the run's sum)
+ */
+static __always_inline void synth_stats_take(s32 llc, u64 *row, u64 *others)
+{
+	u32 l, i, key = llc < 0 ? 0 : llc;
+
+	bpf_for(l, 0, MAX_LLCS) {
+		struct sis_counters *sc = sis_stats_row(&l);
+		u64 *dst = l == key ? row : others;
+
+		if (!sc)
+			continue;
+		bpf_for(i, 0, STAT_NR)
+			dst[i] += sc->cnt[i];
+	}
+}
+
+/*
  * One wake-up's state from a host test's or a replay's arguments: the machine
  * (idle mask, knobs, clocks), the wake-up's context and the waker's and
  * wakee's wake state. The program context may only be read at constant
@@ -134,9 +229,7 @@ static __always_inline void synth_wake_setup(struct sis_test_args *a, struct sis
 {
 	__builtin_memcpy(synth_idle, a->idle, sizeof(synth_idle));
 	__builtin_memcpy(c->allowed, a->allowed, sizeof(c->allowed));
-#ifdef SIS_COUNT_PER_WAKEUP
-	__builtin_memset(c->cnt, 0, sizeof(c->cnt));
-#endif
+	synth_stats_clear();
 	c->feat = a->features;
 	c->this_cpu = a->this_cpu;
 	c->prev = a->prev;
