@@ -192,10 +192,12 @@ fn decide_ttwu_waking_is_this_cpu_for_the_wakee_cpu() {
     let cases: Vec<_> = [bit::TTWU_QUEUE_DESCHED, 0]
         .iter()
         .flat_map(|&feat| {
-            cases.iter().map(move |&((this, this_nr, cpu, cpu_nr, allowed), want)| {
-                let want = if feat == 0 { 0 } else { want };
-                ((feat, this, this_nr, cpu, cpu_nr, allowed), want)
-            })
+            cases
+                .iter()
+                .map(move |&((this, this_nr, cpu, cpu_nr, allowed), want)| {
+                    let want = if feat == 0 { 0 } else { want };
+                    ((feat, this, this_nr, cpu, cpu_nr, allowed), want)
+                })
         })
         .collect();
     let set = |skel: &mut SisTestSkel<'_>, (feat, this, this_nr, cpu, cpu_nr, allowed)| {
