@@ -98,11 +98,21 @@ pub fn lookup_u64<M: MapCore>(map: &M, key: u32) -> Option<u64> {
 
 /// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
 pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// This process's CPU time, all threads, ns: the utime+stime of /proc/self/stat before
+/// their rounding to clock ticks (both are the kernel's sum_exec_runtime of the threads).
+pub fn process_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
