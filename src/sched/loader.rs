@@ -157,6 +157,11 @@ impl IntervalWait {
         Ok(())
     }
 
+    /// The next interval's deadline, CLOCK_MONOTONIC ns (0 before the first wait).
+    pub fn deadline(&self) -> u64 {
+        self.next
+    }
+
     /// Pending requests first, then the interval: wait (parked) until one of them. The next
     /// deadline is one interval after the last; after a late wake-up (more than an interval
     /// late), one interval after it, without catching up.

@@ -1222,7 +1222,11 @@ mod tests {
         b.set_loader_cpu(7_300_000, 11_500_000_000);
         let d = b.delta(&a);
         assert_eq!((d.loader_cpu_ns, d.elapsed_ns), (300_000, 1_500_000_000));
-        assert!((d.loader_cpu_pct - 0.02).abs() < 1e-12, "{}", d.loader_cpu_pct);
+        assert!(
+            (d.loader_cpu_pct - 0.02).abs() < 1e-12,
+            "{}",
+            d.loader_cpu_pct
+        );
         let mut out = vec![];
         d.format(&mut out).unwrap();
         let out = String::from_utf8(out).unwrap();

@@ -897,7 +897,7 @@ pub struct LoaderRow {
     pub us_per_interval: f64,
     pub us_p25: f64,
     pub us_p75: f64,
-    /// the loader thread's wake-up: from the wait's deadline (crossbeam recv_timeout, the
+    /// the loader thread's wake-up: from the wait's deadline (loader::IntervalWait, the
     /// scheduler's own wait) to its return: timer expiry, timer slack, idle exit, switch-in
     pub wake_us: f64,
     pub wake_p25: f64,
@@ -915,6 +915,13 @@ pub struct LoaderRow {
     pub cpu_pct: f64,
     /// total's share (an upper bound: the wake-up's latency is not all CPU work)
     pub total_pct: f64,
+    /// the loader thread's own CPU time per interval, wait and update (the kernel's count:
+    /// CLOCK_THREAD_CPUTIME_ID from the wait's start to the update's end), and its share
+    /// of one CPU at interval_ms: what the loader's main thread costs, measured
+    pub thread_cpu_us: f64,
+    pub thread_cpu_p25: f64,
+    pub thread_cpu_p75: f64,
+    pub thread_cpu_pct: f64,
 }
 
 /// The .bss lines both threads of `measure_loader` use; one at a time (they hand over
@@ -969,6 +976,16 @@ impl Lines {
     }
 }
 
+/// The calling thread's CPU time, ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Let the calling thread run on `cpus` only.
 fn set_affinity(cpus: &[usize]) -> Result<()> {
     // SAFETY: a zeroed cpu_set_t is an empty set; it holds `cpus` only
@@ -1001,7 +1018,8 @@ fn spread(v: &mut [f64]) -> (f64, f64, f64) {
 /// hot (runs x 300 intervals): the timing thread writes the lines itself just before;
 /// cross (runs x 50 intervals): a writer thread pinned to the second CPU writes them as BPF
 /// does, the loader thread then waits for the interval as the scheduler does
-/// (recv_timeout) and is timed from the deadline (wake) to the end of the update.
+/// (loader::IntervalWait) and is timed from the deadline (wake) to the end of the update;
+/// its own CPU time (CLOCK_THREAD_CPUTIME_ID) from one wait to the next.
 pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
     let n = opts.loader_cpus as usize;
     let per = (opts.loader_llc as usize).min(n);
@@ -1061,7 +1079,8 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
     };
     let (go_tx, go_rx) = crossbeam::channel::bounded::<Option<u64>>(1);
     let (done_tx, done_rx) = crossbeam::channel::bounded::<f64>(1);
-    // the wait's channel: never sent on, as the scheduler's is between stats requests
+    // the scheduler's wait, its stats channel never sent on (as between stats requests)
+    let mut wait = crate::sched::loader::IntervalWait::new(interval);
     let (_idle_tx, idle_rx) = crossbeam::channel::bounded::<()>(1);
     let (hot, cross) = std::thread::scope(|sc| -> Result<_> {
         let writer = sc.spawn(move || -> Result<()> {
@@ -1079,7 +1098,7 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
         });
         // the timing runs on this thread (the feature word's mapping stays on it), pinned
         // for the measurement, its affinity given back after
-        let mut timer = || -> Result<_> {
+        let timer = || -> Result<_> {
             pin_to(loader_cpu)?;
             let mut now = 1_000_000_000u64;
             let mut seed = 1u64;
@@ -1094,6 +1113,11 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
                 }
             }
             let (mut us, mut wake, mut total, mut bpf_ns) = (vec![], vec![], vec![], vec![]);
+            let mut thread_cpu = vec![];
+            wait.forward(idle_rx)?;
+            let mut clock = crate::sched::bpf_maps::monotonic_ns;
+            // the first wait returns at once: the deadlines from here on are the loop's
+            let _ = wait.wait(&mut clock);
             for i in 0..intervals + 1 {
                 go_tx
                     .send(Some(now))
@@ -1102,19 +1126,27 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
                     .recv()
                     .map_err(|_| anyhow::anyhow!("the writer thread stopped"))?;
                 now += interval_ns;
-                let deadline = Instant::now() + interval;
-                let _ = idle_rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
-                let woke = Instant::now();
+                let deadline = wait.deadline();
+                let cpu0 = thread_cpu_ns();
+                let woke = match wait.wait(&mut clock) {
+                    crate::sched::loader::Wake::Interval(t) => t,
+                    crate::sched::loader::Wake::Requests(_) => bail!("a request nobody sent"),
+                };
                 update(&mut up, now);
-                let end = Instant::now();
+                let end = crate::sched::bpf_maps::monotonic_ns();
+                let cpu = thread_cpu_ns();
                 if i > 0 {
-                    wake.push(woke.saturating_duration_since(deadline).as_secs_f64() * 1e6);
-                    us.push((end - woke).as_secs_f64() * 1e6);
-                    total.push(end.saturating_duration_since(deadline).as_secs_f64() * 1e6);
+                    let us_of = |ns: u64| ns as f64 / 1e3;
+                    wake.push(us_of(woke.saturating_sub(deadline)));
+                    us.push(us_of(end - woke));
+                    total.push(us_of(end.saturating_sub(deadline)));
                     bpf_ns.push(w);
+                    // from the wait's start to the update's end: the writer's hand-off
+                    // above is the measurement's, not the loader's
+                    thread_cpu.push(us_of(cpu - cpu0));
                 }
             }
-            Ok((hot, (us, wake, total, bpf_ns)))
+            Ok((hot, (us, wake, total, bpf_ns, thread_cpu)))
         };
         let r = timer();
         let _ = go_tx.send(None);
@@ -1126,12 +1158,13 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
         r
     })?;
     let mut hot = hot;
-    let (mut us, mut wake, mut total, mut bpf_ns) = cross;
+    let (mut us, mut wake, mut total, mut bpf_ns, mut thread_cpu) = cross;
     let (hot_us, hot_p25, hot_p75) = spread(&mut hot);
     let (med, us_p25, us_p75) = spread(&mut us);
     let (wake_us, wake_p25, wake_p75) = spread(&mut wake);
     let (total_us, total_p25, total_p75) = spread(&mut total);
     let (bpf_ns_per_cpu, bpf_p25, bpf_p75) = spread(&mut bpf_ns);
+    let (thread_cpu_us, thread_cpu_p25, thread_cpu_p75) = spread(&mut thread_cpu);
     let pct = |us: f64| 100.0 * us / (opts.interval_ms as f64 * 1000.0);
     Ok(LoaderRow {
         cpus: n as u32,
@@ -1158,6 +1191,10 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
         bpf_p75,
         cpu_pct: pct(med),
         total_pct: pct(total_us),
+        thread_cpu_us,
+        thread_cpu_p25,
+        thread_cpu_p75,
+        thread_cpu_pct: pct(thread_cpu_us),
     })
 }
 
@@ -1198,7 +1235,7 @@ fn print_loader(r: &LoaderRow) {
         "wake",
         r.intervals,
         (r.wake_us, r.wake_p25, r.wake_p75),
-        "recv_timeout's deadline to its return (timer slack included)",
+        "the wait's deadline to its return (timer slack included)",
     );
     line(
         "total",
@@ -1212,9 +1249,15 @@ fn print_loader(r: &LoaderRow) {
         (r.bpf_ns_per_cpu, r.bpf_p25, r.bpf_p75),
         "ns per CPU: the writer's first writes after an update (BPF's side)",
     );
+    line(
+        "cpu",
+        r.intervals,
+        (r.thread_cpu_us, r.thread_cpu_p25, r.thread_cpu_p75),
+        "the loader thread's own CPU time per interval (wait + update, CLOCK_THREAD_CPUTIME_ID)",
+    );
     println!(
-        "% of one CPU at {} ms: update {:.4} %, total {:.4} % (an upper bound)",
-        r.interval_ms, r.cpu_pct, r.total_pct
+        "% of one CPU at {} ms: update {:.4} %, total {:.4} % (an upper bound), loader thread {:.4} % (its CPU time)",
+        r.interval_ms, r.cpu_pct, r.total_pct, r.thread_cpu_pct
     );
 }
 
@@ -1672,6 +1715,15 @@ mod tests {
         );
         assert!((r.cpu_pct - r.us_per_interval / 10.0).abs() < 1e-9, "{r:?}");
         assert!(r.total_pct >= r.cpu_pct, "{r:?}");
+        // the thread's CPU time covers the update it timed (and the wait's syscalls)
+        assert!(
+            r.thread_cpu_p25 <= r.thread_cpu_us && r.thread_cpu_us <= r.thread_cpu_p75,
+            "{r:?}"
+        );
+        assert!(
+            (r.thread_cpu_pct - r.thread_cpu_us / 10.0).abs() < 1e-9,
+            "{r:?}"
+        );
     }
 
     /// wake_allowed (ctx.bpf.h, timed here): a task allowed everywhere (its weight is the
