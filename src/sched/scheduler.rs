@@ -261,8 +261,7 @@ impl<'a> Scheduler<'a> {
 
     pub fn run(&mut self, shutdown: Arc<AtomicBool>) -> Result<UserExitInfo> {
         let (res_ch, req_ch) = self.stats_server.channels();
-        let mut wait = IntervalWait::new(self.interval);
-        wait.forward(req_ch)?;
+        let mut wait = IntervalWait::new(self.interval, Some(req_ch));
         while !shutdown.load(Ordering::Relaxed) && !self.exited() {
             match wait.wait(&mut monotonic_ns) {
                 Wake::Interval(now) => self.update_util(now),

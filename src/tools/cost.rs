@@ -1080,8 +1080,8 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
     let (go_tx, go_rx) = crossbeam::channel::bounded::<Option<u64>>(1);
     let (done_tx, done_rx) = crossbeam::channel::bounded::<f64>(1);
     // the scheduler's wait, its stats channel never sent on (as between stats requests)
-    let mut wait = crate::sched::loader::IntervalWait::new(interval);
     let (_idle_tx, idle_rx) = crossbeam::channel::bounded::<()>(1);
+    let mut wait = crate::sched::loader::IntervalWait::new(interval, Some(idle_rx));
     let (hot, cross) = std::thread::scope(|sc| -> Result<_> {
         let writer = sc.spawn(move || -> Result<()> {
             pin_to(writer_cpu)?;
@@ -1098,7 +1098,7 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
         });
         // the timing runs on this thread (the feature word's mapping stays on it), pinned
         // for the measurement, its affinity given back after
-        let timer = || -> Result<_> {
+        let mut timer = || -> Result<_> {
             pin_to(loader_cpu)?;
             let mut now = 1_000_000_000u64;
             let mut seed = 1u64;
@@ -1114,7 +1114,6 @@ pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
             }
             let (mut us, mut wake, mut total, mut bpf_ns) = (vec![], vec![], vec![], vec![]);
             let mut thread_cpu = vec![];
-            wait.forward(idle_rx)?;
             let mut clock = crate::sched::bpf_maps::monotonic_ns;
             // the first wait returns at once: the deadlines from here on are the loop's
             let _ = wait.wait(&mut clock);
