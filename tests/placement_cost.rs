@@ -93,6 +93,8 @@ fn placement_cost_loader_json() {
         "us_p25",
         "us_p75",
         "cpu_pct",
+        "thread_cpu_us",
+        "thread_cpu_pct",
         "interval_ms",
         "llc_weight",
     ] {

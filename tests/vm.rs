@@ -305,6 +305,7 @@ fn monitor(name: &str, kernel: &str) {
             "monitor --count 6 reports = 6",
             "reports under hackbench with search and scanned > 0:",
             "fast over the 6 reports:",
+            "loader CPU under hackbench:",
             "low load with SMT: core_search",
             "low load: hit_ttwu_queue_desched",
             "monitor as nobody fails with:",

@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use crate::bpf_skel::*;
 use crate::sched::bpf_maps::{intf_slice, lookup_percpu_as, lookup_u64, u64_words, MappedWords};
+use crate::sched::clock::{monotonic_ns, process_cpu_ns};
 use crate::sched::features;
-use crate::sched::loader::{pin_features, verified_insns, UtilUpdate};
+use crate::sched::loader::{pin_features, verified_insns, IntervalWait, UtilUpdate, Wake};
 use crate::sched::opts::RunOpts;
 use crate::sched::sis_util_depth::DepthRules;
 use crate::sched::stats::{Counters, Metrics, NR_STATS};
@@ -166,10 +167,10 @@ impl<'a> Scheduler<'a> {
         lookup_u64(&self.skel.maps.sis_features, 0).unwrap_or(0)
     }
 
-    /// One interval of the loader's work (UtilUpdate), on the scheduler's .bss.
-    fn update_util(&mut self) {
+    /// One interval of the loader's work (UtilUpdate) at `now` (CLOCK_MONOTONIC ns), on the
+    /// scheduler's .bss.
+    fn update_util(&mut self, now: u64) {
         let rules = DepthRules::of(self.features());
-        let now = crate::sched::clock::monotonic_ns();
         self.update_calib(rules.fit, now);
         let Some(bss) = self.skel.maps.bss_data.as_mut() else {
             return;
@@ -230,6 +231,7 @@ impl<'a> Scheduler<'a> {
         }
         let mut m = Metrics::new(features::to_words(self.features()).join(" "), &per_llc);
         self.read_wait(&mut m);
+        m.set_loader_cpu(process_cpu_ns(), monotonic_ns());
         m
     }
 
@@ -258,20 +260,15 @@ impl<'a> Scheduler<'a> {
 
     pub fn run(&mut self, shutdown: Arc<AtomicBool>) -> Result<UserExitInfo> {
         let (res_ch, req_ch) = self.stats_server.channels();
-        let mut next = Instant::now();
+        let mut wait = IntervalWait::new(self.interval, Some(req_ch));
         while !shutdown.load(Ordering::Relaxed) && !self.exited() {
-            if Instant::now() >= next {
-                self.update_util();
-                next += self.interval;
-                if next < Instant::now() {
-                    next = Instant::now() + self.interval;
+            match wait.wait(&mut monotonic_ns) {
+                Wake::Interval(now) => self.update_util(now),
+                Wake::Requests(n) => {
+                    for _ in 0..n {
+                        res_ch.send(self.read_metrics())?;
+                    }
                 }
-            }
-            let wait = next.saturating_duration_since(Instant::now());
-            match req_ch.recv_timeout(wait) {
-                Ok(()) => res_ch.send(self.read_metrics())?,
-                Err(crossbeam::channel::RecvTimeoutError::Timeout) => {}
-                Err(e) => Err(e)?,
             }
         }
         let _ = self.struct_ops.take();

@@ -68,6 +68,12 @@ macro_rules! def_metrics {
             pub wait_max_us: f64,
             #[stat(desc = "wait histogram: counts of buckets 0.. (4 per octave, wait_hist::bucket_lo), trailing zeros cut")]
             pub wait_hist: Vec<u64>,
+            #[stat(desc = "CPU time of the scheduler's own process (the loader: all its threads, utime+stime as in /proc/self/stat, to the ns: CLOCK_PROCESS_CPUTIME_ID), ns")]
+            pub loader_cpu_ns: u64,
+            #[stat(desc = "the interval the loader figures cover, ns (CLOCK_MONOTONIC between the two reads)")]
+            pub elapsed_ns: u64,
+            #[stat(desc = "loader_cpu%: the loader's share of one CPU over the interval, 100*loader_cpu_ns/elapsed_ns")]
+            pub loader_cpu_pct: f64,
         }
 
         /// The raw counters: (name, description).
@@ -294,6 +300,14 @@ impl Metrics {
         self.wait_sum_ns = sum_ns;
     }
 
+    /// The loader's cumulative CPU time (`cpu_ns`) and the CLOCK_MONOTONIC time of the read
+    /// (`now_ns`): per interval, `delta` makes them loader_cpu_ns, elapsed_ns and
+    /// loader_cpu_pct.
+    pub fn set_loader_cpu(&mut self, cpu_ns: u64, now_ns: u64) {
+        self.loader_cpu_ns = cpu_ns;
+        self.elapsed_ns = now_ns;
+    }
+
     /// Wait figures of an interval's histogram.
     fn derive_wait(&mut self) {
         use crate::sched::wait_hist::{hist_max, quantile};
@@ -324,6 +338,9 @@ impl Metrics {
             *b = b.wrapping_sub(prev.wait_hist.get(i).copied().unwrap_or(0));
         }
         d.derive_wait();
+        d.loader_cpu_ns = self.loader_cpu_ns.wrapping_sub(prev.loader_cpu_ns);
+        d.elapsed_ns = self.elapsed_ns.wrapping_sub(prev.elapsed_ns);
+        d.loader_cpu_pct = pct(d.loader_cpu_ns, d.elapsed_ns);
         for (k, l) in d.llcs.iter_mut() {
             if let Some(p) = prev.llcs.get(k) {
                 l.search = l.search.wrapping_sub(p.search);
@@ -379,6 +396,13 @@ impl Metrics {
             self.wait_p50_us,
             self.wait_p99_us,
             self.wait_max_us
+        )?;
+        writeln!(
+            w,
+            "loader cpu% {:.3} (of one CPU: {:.1} us CPU in {:.3} s)",
+            self.loader_cpu_pct,
+            self.loader_cpu_ns as f64 / 1e3,
+            self.elapsed_ns as f64 / 1e9
         )?;
         writeln!(
             w,
@@ -897,12 +921,18 @@ pub fn monitor(opts: &MonitorOpts, shutdown: &dyn Fn() -> bool) -> Result<()> {
             }
         }
         loop {
+            // asleep until the report is due, awake every READ_STEP for Ctrl-C (a monitor
+            // that woke every 20 ms cost what the loader's 20 ms interval does)
             let deadline = Instant::now() + intv;
-            while Instant::now() < deadline {
+            loop {
                 if shutdown() {
                     break 'outer;
                 }
-                std::thread::sleep(Duration::from_millis(20).min(intv));
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                std::thread::sleep(READ_STEP.min(left));
             }
             let m = match read_report(&mut client, path, shutdown)? {
                 Answer::Report(m) => m,
@@ -1171,6 +1201,34 @@ mod tests {
         assert_eq!(d.llcs["0"].search, 15);
         assert_eq!(d.llcs["0"].nr_idle_scan, 1);
         assert_eq!(d.features, "b");
+    }
+
+    /// The loader's CPU share over an interval: its CPU time and the clock both as the
+    /// differences of two reads, 100 * cpu / elapsed; printed in the table.
+    #[test]
+    fn loader_cpu_share_per_interval() {
+        let mut a = Metrics::default();
+        a.set_loader_cpu(7_000_000, 10_000_000_000);
+        let mut b = Metrics::default();
+        // 0.3 ms of CPU in 1.5 s: 0.02 % of one CPU
+        b.set_loader_cpu(7_300_000, 11_500_000_000);
+        let d = b.delta(&a);
+        assert_eq!((d.loader_cpu_ns, d.elapsed_ns), (300_000, 1_500_000_000));
+        assert!(
+            (d.loader_cpu_pct - 0.02).abs() < 1e-12,
+            "{}",
+            d.loader_cpu_pct
+        );
+        let mut out = vec![];
+        d.format(&mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            out.lines()
+                .any(|l| l == "loader cpu% 0.020 (of one CPU: 300.0 us CPU in 1.500 s)"),
+            "{out}"
+        );
+        // no time between the reads: 0, not a division by zero
+        assert_eq!(b.delta(&b).loader_cpu_pct, 0.0);
     }
 
     /// The monitor's hits line names each feature that has a hit counter, from the tables.

@@ -947,7 +947,7 @@ pub struct LoaderRow {
     pub us_per_interval: f64,
     pub us_p25: f64,
     pub us_p75: f64,
-    /// the loader thread's wake-up: from the wait's deadline (crossbeam recv_timeout, the
+    /// the loader thread's wake-up: from the wait's deadline (loader::IntervalWait, the
     /// scheduler's own wait) to its return: timer expiry, timer slack, idle exit, switch-in
     pub wake_us: f64,
     pub wake_p25: f64,
@@ -965,6 +965,13 @@ pub struct LoaderRow {
     pub cpu_pct: f64,
     /// total's share (an upper bound: the wake-up's latency is not all CPU work)
     pub total_pct: f64,
+    /// the loader thread's own CPU time per interval, wait and update (the kernel's count:
+    /// CLOCK_THREAD_CPUTIME_ID from the wait's start to the update's end), and its share
+    /// of one CPU at interval_ms: what the loader's main thread costs, measured
+    pub thread_cpu_us: f64,
+    pub thread_cpu_p25: f64,
+    pub thread_cpu_p75: f64,
+    pub thread_cpu_pct: f64,
 }
 
 /// The .bss lines both threads of `measure_loader` use; one at a time (they hand over
@@ -1041,6 +1048,17 @@ impl Lines {
     }
 }
 
+/// The calling thread's CPU time, ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec to fill
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Let the calling thread run on `cpus` only.
 fn set_affinity(cpus: &[usize]) -> Result<()> {
     // SAFETY: a zeroed cpu_set_t is an empty set; it holds `cpus` only
@@ -1073,7 +1091,8 @@ fn spread(v: &mut [f64]) -> (f64, f64, f64) {
 /// hot (runs x 300 intervals): the timing thread writes the lines itself just before;
 /// cross (runs x 50 intervals): a writer thread pinned to the second CPU writes them as BPF
 /// does, the loader thread then waits for the interval as the scheduler does
-/// (recv_timeout) and is timed from the deadline (wake) to the end of the update.
+/// (loader::IntervalWait) and is timed from the deadline (wake) to the end of the update;
+/// its own CPU time (CLOCK_THREAD_CPUTIME_ID) from one wait to the next.
 pub fn measure_loader(opts: &CostOpts) -> Result<LoaderRow> {
     let (llcs, cpus) = loader_machine(opts)?;
     let (loader_cpu, writer_cpu) = (cpus[0], cpus[1]);
@@ -1147,6 +1166,8 @@ struct LoaderCross {
     wake: Vec<f64>,
     total: Vec<f64>,
     bpf_ns: Vec<f64>,
+    /// the loader thread's CPU time from the wait's start to the update's end
+    thread_cpu: Vec<f64>,
 }
 
 /// The loader's side of `measure_loader`: the lines in the cost object's .bss, the feature
@@ -1236,26 +1257,36 @@ impl LoaderRig {
         go: &crossbeam::channel::Sender<Option<u64>>,
         done: &crossbeam::channel::Receiver<f64>,
     ) -> Result<LoaderCross> {
-        // the wait's channel: never sent on, as the scheduler's is between stats requests
+        // the scheduler's wait, its stats channel never sent on (as between stats requests)
         let (_idle_tx, idle_rx) = crossbeam::channel::bounded::<()>(1);
+        let mut wait = crate::sched::loader::IntervalWait::new(self.interval, Some(idle_rx));
+        let mut clock = crate::sched::clock::monotonic_ns;
+        // the first wait returns at once: the deadlines from here on are the loop's
+        let _ = wait.wait(&mut clock);
         let stopped = || anyhow::anyhow!("the writer thread stopped");
+        let us_of = |ns: u64| ns as f64 / 1e3;
         let mut c = LoaderCross::default();
         for i in 0..intervals + 1 {
             go.send(Some(*now)).map_err(|_| stopped())?;
             let w = done.recv().map_err(|_| stopped())?;
             *now += self.interval_ns;
-            let deadline = Instant::now() + self.interval;
-            let _ = idle_rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
-            let woke = Instant::now();
+            let deadline = wait.deadline();
+            let cpu0 = thread_cpu_ns();
+            let woke = match wait.wait(&mut clock) {
+                crate::sched::loader::Wake::Interval(t) => t,
+                crate::sched::loader::Wake::Requests(_) => bail!("a request nobody sent"),
+            };
             self.update(*now);
-            let end = Instant::now();
+            let end = crate::sched::clock::monotonic_ns();
+            let cpu = thread_cpu_ns();
             if i > 0 {
-                c.wake
-                    .push(woke.saturating_duration_since(deadline).as_secs_f64() * 1e6);
-                c.us.push((end - woke).as_secs_f64() * 1e6);
-                c.total
-                    .push(end.saturating_duration_since(deadline).as_secs_f64() * 1e6);
+                c.wake.push(us_of(woke.saturating_sub(deadline)));
+                c.us.push(us_of(end - woke));
+                c.total.push(us_of(end.saturating_sub(deadline)));
                 c.bpf_ns.push(w);
+                // from the wait's start to the update's end: the writer's hand-off above is
+                // the measurement's, not the loader's
+                c.thread_cpu.push(us_of(cpu - cpu0));
             }
         }
         Ok(c)
@@ -1276,6 +1307,7 @@ fn loader_row(
     let (wake_us, wake_p25, wake_p75) = spread(&mut c.wake);
     let (total_us, total_p25, total_p75) = spread(&mut c.total);
     let (bpf_ns_per_cpu, bpf_p25, bpf_p75) = spread(&mut c.bpf_ns);
+    let (thread_cpu_us, thread_cpu_p25, thread_cpu_p75) = spread(&mut c.thread_cpu);
     let pct = |us: f64| 100.0 * us / (opts.interval_ms as f64 * 1000.0);
     LoaderRow {
         cpus: n as u32,
@@ -1302,6 +1334,10 @@ fn loader_row(
         bpf_p75,
         cpu_pct: pct(med),
         total_pct: pct(total_us),
+        thread_cpu_us,
+        thread_cpu_p25,
+        thread_cpu_p75,
+        thread_cpu_pct: pct(thread_cpu_us),
     }
 }
 
@@ -1376,7 +1412,7 @@ fn print_loader(r: &LoaderRow) {
             "wake",
             n,
             (r.wake_us, r.wake_p25, r.wake_p75),
-            "recv_timeout's deadline to its return (timer slack included)",
+            "the wait's deadline to its return (timer slack included)",
         ),
         (
             "total",
@@ -1390,6 +1426,12 @@ fn print_loader(r: &LoaderRow) {
             (r.bpf_ns_per_cpu, r.bpf_p25, r.bpf_p75),
             "ns per CPU: the writer's first writes after an update (BPF's side)",
         ),
+        (
+            "cpu",
+            n,
+            (r.thread_cpu_us, r.thread_cpu_p25, r.thread_cpu_p75),
+            "the loader thread's own CPU time per interval (wait + update, CLOCK_THREAD_CPUTIME_ID)",
+        ),
     ] {
         println!(
             "{name:<8} {n:>6} {:>9.2} ({:.2}..{:.2})  {what}",
@@ -1397,8 +1439,8 @@ fn print_loader(r: &LoaderRow) {
         );
     }
     println!(
-        "% of one CPU at {} ms: update {:.4} %, total {:.4} % (an upper bound)",
-        r.interval_ms, r.cpu_pct, r.total_pct
+        "% of one CPU at {} ms: update {:.4} %, total {:.4} % (an upper bound), loader thread {:.4} % (its CPU time)",
+        r.interval_ms, r.cpu_pct, r.total_pct, r.thread_cpu_pct
     );
 }
 
@@ -1839,6 +1881,15 @@ mod tests {
         );
         assert!((r.cpu_pct - r.us_per_interval / 10.0).abs() < 1e-9, "{r:?}");
         assert!(r.total_pct >= r.cpu_pct, "{r:?}");
+        // the thread's CPU time covers the update it timed (and the wait's syscalls)
+        assert!(
+            r.thread_cpu_p25 <= r.thread_cpu_us && r.thread_cpu_us <= r.thread_cpu_p75,
+            "{r:?}"
+        );
+        assert!(
+            (r.thread_cpu_pct - r.thread_cpu_us / 10.0).abs() < 1e-9,
+            "{r:?}"
+        );
     }
 
     /// wake_allowed (ctx.bpf.h, timed here): a task allowed everywhere (its weight is the
