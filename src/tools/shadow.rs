@@ -769,13 +769,7 @@ fn wa_weight_pulls(r: &Rec, smt: bool, cap_this: u64, cap_prev: u64) -> bool {
 /// wake-up where the CPUs differ.
 /// `steps` is the port's steps run (force -1) on the snapshot, `alt` the steps run on
 /// other_target()'s target where there is one.
-fn classify(
-    t: &bi::sis_topo,
-    r: &Rec,
-    port: &Run,
-    steps: &Run,
-    alt: Option<&Run>,
-) -> &'static str {
+fn classify(t: &bi::sis_topo, r: &Rec, port: &Run, steps: &Run, alt: Option<&Run>) -> &'static str {
     let k = r.chosen;
     // record_wakee() feeds wake_wide(): the kernel's result is known at exit
     let wakee_state_differs =

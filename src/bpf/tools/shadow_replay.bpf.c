@@ -54,8 +54,8 @@ struct replay_job {
 struct replay_job replay_jobs[REPLAY_BATCH];
 u32 replay_nr_jobs;
 u32 replay_done;	/* out: jobs run */
-/* the CPUs the previous job set (put back to zero before the next) */
-static s32 replay_dirty[2];
+/* the CPUs the previous job set (put back to zero before the next); global, as above */
+s32 replay_dirty[2];
 
 /* the previous job's machine back to zero, then @j's */
 static __always_inline void replay_machine(struct replay_job *j)
@@ -63,10 +63,10 @@ static __always_inline void replay_machine(struct replay_job *j)
 	u32 i, nr_llcs = topo.nr_llcs;
 	s32 cpu, llc;
 
-	bpf_for(i, 0, 2) {
+	for (i = 0; i < 2; i++) {
 		struct cpu_ctx *cc;
 
-		cpu = replay_dirty[i & 1] & (MAX_CPUS - 1);
+		cpu = replay_dirty[i] & (MAX_CPUS - 1);
 		nr_running[cpu] = 0;
 		nr_delayed[cpu] = 0;
 		cc = &cpu_ctxs[cpu];
@@ -77,11 +77,9 @@ static __always_inline void replay_machine(struct replay_job *j)
 		cc->avg_scan_cost = 0;
 		cc->max_idle_balance_cost = 0;
 	}
-	bpf_for(i, 0, nr_llcs) {
-		struct llc_ctx *lc = &llc_ctxs[i & (MAX_LLCS - 1)];
-
-		lc->has_idle_cores = 0;
-		lc->nr_idle_scan = 0;
+	for (i = 0; i < MAX_LLCS && i < nr_llcs; i++) {
+		llc_ctxs[i].has_idle_cores = 0;
+		llc_ctxs[i].nr_idle_scan = 0;
 	}
 	cpu = j->a.this_cpu & (MAX_CPUS - 1);
 	nr_running[cpu] = j->this_nr_running;
