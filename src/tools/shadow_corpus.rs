@@ -1192,4 +1192,37 @@ mod tests {
             );
         }
     }
+
+    /// Replays are deterministic: a file of several chunks (parsed and replayed by a worker
+    /// per CPU, in whatever order the workers take them) gives the same report twice, and
+    /// the same as one worker replaying every chunk in file order (--dump's path).
+    #[test]
+    fn shadow_replay_is_deterministic() {
+        let f = corpus()
+            .into_iter()
+            .find(|p| {
+                p.to_string_lossy()
+                    .contains("6.18.44-fc-v657-host-tracepoint-mixed")
+            })
+            .expect("the 6.18 host's mixed recording");
+        let mut rd = Reader::open(&f).unwrap();
+        let mut buf = vec![];
+        let mut chunks = 0;
+        while rd.raw_chunk(&mut buf).unwrap().is_some() {
+            chunks += 1;
+        }
+        assert!(chunks >= 2, "{}: {chunks} chunk", f.display());
+        let run = |dump| {
+            let args = ReplayArgs {
+                fit: None,
+                mutant: true,
+                dump,
+            };
+            serde_json::to_string(&replay(std::slice::from_ref(&f), args, String::new()).unwrap())
+                .unwrap()
+        };
+        let workers = run(false);
+        assert_eq!(workers, run(false));
+        assert_eq!(workers, run(true));
+    }
 }
