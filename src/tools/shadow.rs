@@ -604,7 +604,7 @@ impl<'obj> Replay<'obj> {
             skel,
             hz,
             fit,
-            topo: Box::new(topo.clone()),
+            topo: Box::new(*topo),
             llc_weight,
         })
     }
