@@ -14,7 +14,7 @@
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, OpenObject, PerfBufferBuilder};
+use libbpf_rs::{MapCore, OpenObject, PerfBufferBuilder, ProgramInput};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -26,7 +26,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bpf_intf as bi;
-use crate::sched::bpf_maps::run_with_ctx;
 use crate::sched::features;
 use crate::sched::opts::DEFAULT_IMBALANCE_PCT;
 use crate::sched::sis_fit::FitRow;
@@ -792,14 +791,16 @@ fn collect(
     Ok((recs, lost, not_kept, received))
 }
 
-/// The replay object, its machine set per snapshot.
+/// The replay object: batches of runs (shadow_replay.bpf.c's replay_batch), each job's
+/// machine set from its snapshot.
 struct Replay<'obj> {
     skel: ShadowReplaySkel<'obj>,
     hz: u64,
-    /// CPUs whose cpu_ctx/nr_running the previous replay wrote
-    dirty: Vec<usize>,
     /// SIS_FIT's row (--fit), for every LLC: applied where the feature word has SIS_FIT
     fit: Option<FitRow>,
+    /// the topology (classify(), out_class()), and per CPU the CPUs of its LLC (0: not present)
+    topo: Box<bi::sis_topo>,
+    llc_weight: Vec<u64>,
 }
 
 /// One replayed decision.
@@ -809,6 +810,20 @@ struct Run {
     cnt: [u64; STAT_NR],
     waker_flips: u32,
     waker_decay_ts: u64,
+    /// the steps (force >= -1): want_affine, and wake_affine()'s CPU
+    want_affine: u32,
+    new_cpu: i32,
+}
+
+/// One run asked of the replay object: the snapshot `vrecs[rec]` with the idle mask
+/// `idles[idle]`, under the feature word `feat`; `force` < -1 runs select_task_rq_fair(),
+/// -1 its steps one by one, >= 0 the steps with select_idle_sibling() on that target.
+#[derive(Clone, Copy, Debug)]
+struct Ask {
+    rec: u32,
+    idle: u32,
+    feat: u64,
+    force: i32,
 }
 
 impl<'obj> Replay<'obj> {
@@ -826,84 +841,35 @@ impl<'obj> Replay<'obj> {
         let bss = skel.maps.bss_data.as_mut().context("no bss")?;
         // SAFETY: both are intf.h's struct sis_topo
         unsafe { copy_same_c_type(topo, &mut bss.topo) };
+        let llc_weight = (0..MAX_CPUS)
+            .map(|c| match topo.cpu_llc[c] {
+                l if l >= 0 => topo.llc_nr[l as usize] as u64,
+                _ => 0,
+            })
+            .collect();
         Ok(Replay {
             skel,
             hz,
-            dirty: vec![],
             fit,
+            topo: Box::new(*topo),
+            llc_weight,
         })
     }
+}
 
-    /// Set the machine from `r` (idle mask `idle`) and run `replay` (force < -1) or
-    /// `replay_steps` (force >= -1: -1 wake_affine's target, else that target).
-    // long: branch depth (#36) rewrites this (classification, race re-read, depth block);
-    // split into steps once it has merged, not before (one conflict less)
-    fn run(
-        &mut self,
-        r: &Rec,
-        feat: u64,
-        idle: &[u64; WORDS],
-        force: i32,
-    ) -> Result<(Run, u32, i32)> {
-        let fit = self.fit;
-        let bss = self.skel.maps.bss_data.as_mut().context("no bss")?;
-        for c in self.dirty.drain(..) {
-            bss.nr_running[c] = 0;
-            bss.nr_delayed[c] = 0;
-            let cc = &mut bss.cpu_ctxs[c];
-            cc.util = 0;
-            cc.avg_idle = 0;
-            cc.wake_avg_idle = 0;
-            cc.wake_stamp = 0;
-            cc.avg_scan_cost = 0;
-            cc.max_idle_balance_cost = 0;
-        }
-        for l in bss.llc_ctxs.iter_mut() {
-            l.has_idle_cores = 0;
-            l.nr_idle_scan = 0;
-        }
-        let (this, prev) = (r.this_cpu as usize % MAX_CPUS, r.prev as usize % MAX_CPUS);
-        bss.nr_running[this] = r.this_nr_running;
-        bss.nr_delayed[this] = r.this_nr_delayed;
-        bss.cpu_ctxs[this].util = r.this_load;
-        bss.cpu_ctxs[prev].util = r.prev_load;
-        // SIS_PROP (vanilla's counterfactual): the waker's CPU just left idle
-        let cc = &mut bss.cpu_ctxs[this];
-        cc.avg_idle = r.avg_idle;
-        cc.wake_avg_idle = r.avg_idle / 2;
-        cc.wake_stamp = r.jiffies;
-        cc.avg_scan_cost = SIS_PROP_SCAN_COST_NS;
-        cc.max_idle_balance_cost = MAX_IDLE_BALANCE_COST;
-        self.dirty.extend([this, prev]);
-        // sd_llc_shared of each CPU's LLC; the two may be one. The depth is the kernel's
-        // nr_idle_scan, under the loader-side rules of `feat` (SIS_FIT: the fit's depth
-        // for the LLC's util sum where it has one)
-        let rules = DepthRules::of(feat);
-        for (i, cpu) in [(1, prev), (0, this)] {
-            let llc = bss.topo.cpu_llc[cpu];
-            if llc >= 0 {
-                let weight = bss.topo.llc_nr[llc as usize] as u64;
-                let l = &mut bss.llc_ctxs[llc as usize];
-                l.has_idle_cores = (r.has_idle_cores[i] > 0) as u64;
-                l.nr_idle_scan = rules.apply(
-                    r.nr_idle_scan[i].max(0) as u64,
-                    r.util_sum[i],
-                    weight,
-                    fit.as_ref(),
-                );
-            }
-        }
-        let steps = force >= -1;
-        if steps {
-            self.skel
-                .maps
-                .data_data
-                .as_mut()
-                .context("no data")?
-                .force_target = force;
-        }
-        // SAFETY: plain-integer repr(C) struct; all-zero is valid
-        let mut a: bi::sis_test_args = unsafe { std::mem::zeroed() };
+/// `r`'s job for one run under `feat` on the idle mask `idle`: the wake-up and the machine
+/// around it (the LLCs' depth by the loader-side rules: `fit`, the CPUs' `llc_weight`).
+fn fill(
+    j: &mut rskel::types::replay_job,
+    r: &Rec,
+    feat: u64,
+    idle: &[u64; WORDS],
+    hz: u64,
+    fit: Option<&FitRow>,
+    llc_weight: &[u64],
+) {
+    {
+        let a = &mut j.a;
         a.features = feat;
         a.prev = r.prev;
         a.this_cpu = r.this_cpu;
@@ -915,7 +881,7 @@ impl<'obj> Replay<'obj> {
         a.waker_flips = r.waker_flips;
         a.waker_decay_ts = r.waker_decay_ts;
         a.wakee_flips = r.wakee_flips;
-        a.hz = self.hz as u32;
+        a.hz = hz as u32;
         a.jiffies = r.jiffies;
         a.waker_load = r.waker_load;
         a.wakee_load = r.wakee_load;
@@ -923,27 +889,96 @@ impl<'obj> Replay<'obj> {
         a.idle = *idle;
         a.allowed = words(&r.allowed);
         a.cpu = -2;
-        let prog = if steps {
-            &self.skel.progs.replay_steps
+    }
+    j.this_nr_running = r.this_nr_running;
+    j.this_nr_delayed = r.this_nr_delayed;
+    j.this_util = r.this_load;
+    j.prev_util = r.prev_load;
+    // SIS_PROP (vanilla's counterfactual): the waker's CPU just left idle
+    j.avg_idle = r.avg_idle;
+    j.wake_avg_idle = r.avg_idle / 2;
+    j.wake_stamp = r.jiffies;
+    j.avg_scan_cost = SIS_PROP_SCAN_COST_NS;
+    j.max_idle_balance_cost = MAX_IDLE_BALANCE_COST;
+    // sd_llc_shared of each CPU's LLC; the two may be one. The depth is the kernel's
+    // nr_idle_scan, under the loader-side rules of `feat` (SIS_FIT: the fit's depth
+    // for the LLC's util sum where it has one)
+    let rules = DepthRules::of(feat);
+    for (i, cpu) in [(0, r.this_cpu), (1, r.prev)] {
+        let weight = llc_weight[cpu as usize % MAX_CPUS];
+        j.llc_has_idle_cores[i] = (r.has_idle_cores[i] > 0) as u64;
+        j.llc_nr_idle_scan[i] = if weight == 0 {
+            0 // no LLC: not written (replay_machine())
         } else {
-            &self.skel.progs.replay
+            rules.apply(r.nr_idle_scan[i].max(0) as u64, r.util_sum[i], weight, fit)
         };
-        // SAFETY: intf.h's struct sis_test_args, plain integers
-        let ret = unsafe { run_with_ctx(prog, &mut a) }.context("the replay")?;
-        if ret != 0 || a.cpu == -2 {
-            bail!("the replay program did not run ({ret})");
+    }
+}
+
+impl Replay<'_> {
+    /// Run `asks` in order, in batches of replay_jobs' length: one BPF_PROG_TEST_RUN each.
+    fn run(
+        &mut self,
+        asks: &[Ask],
+        vrecs: &[Rec],
+        idles: &[[u64; WORDS]],
+        out: &mut Vec<Run>,
+    ) -> Result<()> {
+        out.clear();
+        let batch = self
+            .skel
+            .maps
+            .bss_data
+            .as_ref()
+            .context("no bss")?
+            .replay_jobs
+            .len();
+        for part in asks.chunks(batch) {
+            // the jobs are written in place (the .bss is mmapped), then read back
+            let bss = self.skel.maps.bss_data.as_mut().context("no bss")?;
+            for (j, ask) in bss.replay_jobs.iter_mut().zip(part) {
+                j.force = ask.force;
+                fill(
+                    j,
+                    &vrecs[ask.rec as usize],
+                    ask.feat,
+                    &idles[ask.idle as usize],
+                    self.hz,
+                    self.fit.as_ref(),
+                    &self.llc_weight,
+                );
+            }
+            bss.replay_nr_jobs = part.len() as u32;
+            let ret = self
+                .skel
+                .progs
+                .replay_batch
+                .test_run(ProgramInput::default())
+                .context("BPF_PROG_TEST_RUN of the replay")?
+                .return_value;
+            let bss = self.skel.maps.bss_data.as_ref().context("no bss")?;
+            if ret != 0 || bss.replay_done as usize != part.len() {
+                bail!(
+                    "the replay program ran {} of {} jobs ({ret})",
+                    bss.replay_done,
+                    part.len()
+                );
+            }
+            for j in &bss.replay_jobs[..part.len()] {
+                if j.a.cpu == -2 {
+                    bail!("the replay program did not run a job");
+                }
+                out.push(Run {
+                    cpu: j.a.cpu,
+                    cnt: j.a.cnt,
+                    waker_flips: j.a.waker_flips_out,
+                    waker_decay_ts: j.a.waker_decay_ts_out,
+                    want_affine: j.want_affine,
+                    new_cpu: j.new_cpu,
+                });
+            }
         }
-        let bss = self.skel.maps.bss_data.as_ref().context("no bss")?;
-        Ok((
-            Run {
-                cpu: a.cpu,
-                cnt: a.cnt,
-                waker_flips: a.waker_flips_out,
-                waker_decay_ts: a.waker_decay_ts_out,
-            },
-            bss.out_want_affine,
-            bss.out_new_cpu,
-        ))
+        Ok(())
     }
 }
 
@@ -979,74 +1014,76 @@ fn wa_weight_pulls(r: &Rec, smt: bool, cap_this: u64, cap_prev: u64) -> bool {
 
 /// The first step where the port's path (on the snapshot) and the kernel's part, for a
 /// wake-up where the CPUs differ.
+/// `idle` is the snapshot's idle mask, `steps` the port's steps run (force -1) on it, `alt`
+/// the steps run on other_target()'s target where there is one.
 fn classify(
-    rp: &mut Replay,
+    t: &bi::sis_topo,
     r: &Rec,
-    feat: u64,
     idle: &[u64; WORDS],
     port: &Run,
-) -> Result<&'static str> {
+    steps: &Run,
+    alt: Option<&Run>,
+) -> &'static str {
     let k = r.chosen;
     // record_wakee() feeds wake_wide(): the kernel's result is known at exit
     let wakee_state_differs =
         port.waker_flips != r.waker_flips_exit || port.waker_decay_ts != r.waker_decay_ts_exit;
-    let (_, want_affine, new_cpu) = rp.run(r, feat, idle, -1)?;
-    if r.this_cpu != r.prev {
-        let other = if new_cpu == r.this_cpu {
-            r.prev
-        } else {
-            r.this_cpu
-        };
-        let (alt, _, _) = rp.run(r, feat, idle, other)?;
+    let (want_affine, new_cpu) = (steps.want_affine, steps.new_cpu);
+    if let (Some(alt), Some(other)) = (alt, other_target(r, steps)) {
         // the kernel's CPU is the other target's pick, or lies in the other target's LLC
         // and not in the port's (the target decided where to look, whatever the scan found)
-        let other_llc = {
-            let t = &rp.skel.maps.bss_data.as_ref().context("no bss")?.topo;
-            let llc_of = |c: i32| t.cpu_llc[c as usize % MAX_CPUS];
-            llc_of(k) == llc_of(other) && llc_of(k) != llc_of(new_cpu)
-        };
+        let llc_of = |c: i32| t.cpu_llc[c as usize % MAX_CPUS];
+        let other_llc = llc_of(k) == llc_of(other) && llc_of(k) != llc_of(new_cpu);
         if alt.cpu == k || other_llc {
             if want_affine == 0 || wakee_state_differs {
-                return Ok("wake_wide");
+                return "wake_wide";
             }
-            let t = &rp.skel.maps.bss_data.as_ref().context("no bss")?.topo;
             let p = r.prev as usize % MAX_CPUS;
             let smt = (0..t.cpu_nr_smt[p] as usize).any(|i| t.cpu_smt[p][i] as i32 == r.this_cpu);
             let weight = |cap_this, cap_prev| wa_weight_pulls(r, smt, cap_this, cap_prev);
             if weight(r.this_cap, r.prev_cap) != weight(1024, 1024) {
-                return Ok("wake_affine (capacity_of)");
+                return "wake_affine (capacity_of)";
             }
-            return Ok("wake_affine");
+            return "wake_affine";
         }
     }
     let target = new_cpu;
     let fast = stat(port, bi::sis_stat_STAT_FAST) > 0;
     if fast || k == target || k == r.prev || k == r.recent_used_cpu {
-        return Ok("target/prev/recent");
+        return "target/prev/recent";
     }
     // past the fast checks select_idle_sibling() returns only a CPU idle (or SCHED_IDLE):
     // one busy in the snapshot means the snapshot is not the state the kernel read (a CPU
     // that went idle between the reads), whatever the port's counters say
     if !bit(idle, k) {
-        return Ok("snapshot (kernel's CPU busy)");
+        return "snapshot (kernel's CPU busy)";
     }
     let smt_of_prev = {
-        let t = &rp.skel.maps.bss_data.as_ref().context("no bss")?.topo;
         let p = r.prev as usize % MAX_CPUS;
         (0..t.cpu_nr_smt[p] as usize).any(|i| t.cpu_smt[p][i] as i32 == k)
     };
     if stat(port, bi::sis_stat_STAT_SMT) > 0 || smt_of_prev {
-        return Ok("select_idle_smt");
+        return "select_idle_smt";
     }
     if stat(port, bi::sis_stat_STAT_CORE_SEARCH) > 0 {
-        return Ok("select_idle_core");
+        return "select_idle_core";
     }
     if stat(port, bi::sis_stat_STAT_DEPTH_LIMITED) > 0
         || stat(port, bi::sis_stat_STAT_SCAN_SKIPPED) > 0
     {
-        return Ok("depth");
+        return "depth";
     }
-    Ok("select_idle_cpu")
+    "select_idle_cpu"
+}
+
+/// The target classify()'s second steps run forces: the one of this_cpu and prev that
+/// wake_affine() did not pick (`steps`: the steps run); none where they are one CPU.
+fn other_target(r: &Rec, steps: &Run) -> Option<i32> {
+    (r.this_cpu != r.prev).then_some(if steps.new_cpu == r.this_cpu {
+        r.prev
+    } else {
+        r.this_cpu
+    })
 }
 
 /// One disagreeing snapshot, for --dump: the kernel's CPU, the port's, and what the
@@ -1233,9 +1270,14 @@ fn analyse(
     analyse_with(&mut rp, recs, feat, policies, dump, racy_given)
 }
 
-/// analyse() on a loaded replay object (the corpus replays a file in chunks through one)
-// long: branch depth (#36) rewrites this (classification, race re-read, depth block);
-// split into steps once it has merged, not before (one conflict less)
+/// analyse() on a loaded replay object (the corpus replays a file in chunks through one).
+/// The records go GROUP at a time through three rounds of batched runs: the port's run
+/// and every run its verdict may need (the exit state's, the unknown inputs' other values,
+/// each policy's word), then for a disagreement its steps and the other target's steps.
+/// Each run sets the whole machine from its snapshot, so a run asked and not needed changes
+/// nothing: the figures are the record-by-record replay's.
+// long: the three rounds of one group share its asks, runs and plans (Plan); the race
+// test, the unknown inputs, the policies and the by-class counts read the same runs
 fn analyse_with(
     rp: &mut Replay,
     recs: &[Rec],
@@ -1251,105 +1293,203 @@ fn analyse_with(
     let mut racy_mask = vec![false; recs.len()];
     let mut undecided: BTreeMap<String, u64> = BTreeMap::new();
     let mut by_class = [(0u64, 0u64); OUT_CLASSES];
-    let cpu_llc = rp
-        .skel
-        .maps
-        .bss_data
-        .as_ref()
-        .context("no bss")?
-        .topo
-        .cpu_llc;
-    for (idx, r) in recs.iter().enumerate() {
-        let class = out_class(r, &cpu_llc);
-        if r.wake_flags & WF_CURRENT_CPU != 0 {
-            current += 1;
-            continue;
+    // a policy whose word is the kernel's (the `kernel` row; `patched` where the kernel's
+    // features are its) is the port's run again: each replay sets the whole machine from
+    // the snapshot, so the same word gives the same run. The others: one run each
+    let mut words: Vec<u64> = vec![];
+    for (_, w) in policies {
+        if *w != feat && !words.contains(w) {
+            words.push(*w);
         }
-        let mut entry = [0u64; WORDS];
-        let mut exit = [0u64; WORDS];
-        for i in 0..8.min(WORDS) {
-            entry[i] = (r.avail_idle[i] | r.sched_idle[i]) & r.read[i];
-            exit[i] = r.idle_exit[i] & r.read[i];
-        }
-        // an input the attachment could not read (tracepoints: WF_SYNC, in_task()) is
-        // replayed both ways; the wake-up is compared only where the port's CPU is the same
-        let vars = variants(r);
-        let r = &vars[0];
-        let port = rp.run(r, feat, &entry, -2)?.0;
-        let changed = |c: i32| bit(&entry, c) != bit(&exit, c);
-        let hint_changed = (0..2).any(|i| {
-            r.nr_idle_scan[i] != r.nr_idle_scan_exit[i]
-                || (r.has_idle_cores[i] <= 0 && r.has_idle_cores_exit[i] > 0)
-        });
-        let is_racy = match racy_given {
-            // the port's own race verdicts (a mutant is compared on the same records)
-            Some(m) => m[idx],
-            None => {
-                let mut racy = changed(r.chosen) || changed(port.cpu) || hint_changed;
-                // wake_affine()'s inputs re-read at exit (none in older recordings)
-                let rx = wa_exit(r);
-                let wa_changed = !wa_same(r, &rx);
-                if !racy && (entry != exit || wa_changed) {
-                    racy = rp.run(&rx, feat, &exit, -2)?.0.cpu != port.cpu;
-                }
-                racy
-            }
-        };
-        racy_mask[idx] = is_racy;
-        if is_racy {
-            racy += 1;
-            continue;
-        }
-        if racy_given.is_none() && vars.len() > 1 {
-            let mut cpus = vec![];
-            for v in &vars {
-                cpus.push(rp.run(v, feat, &entry, -2)?.0.cpu);
-            }
-            if cpus.iter().any(|&c| c != port.cpu) {
-                // which unknown decides: WF_SYNC when flipping it alone changes the CPU
-                let by_sync = vars
-                    .iter()
-                    .zip(&cpus)
-                    .any(|(v, &c)| v.pcpu_kthread == r.pcpu_kthread && c != port.cpu);
-                let why = if by_sync { "sync" } else { "in_task" };
-                *undecided.entry(why.to_string()).or_default() += 1;
-                racy_mask[idx] = true;
+    }
+    let word_of: Vec<Option<usize>> = policies
+        .iter()
+        .map(|(_, w)| words.iter().position(|x| x == w))
+        .collect();
+    // per group: the records as replayed (variants()), the idle masks (entry, exit per
+    // record), the runs asked and their results
+    let (mut vrecs, mut idles, mut asks, mut runs) = (vec![], vec![], vec![], vec![]);
+    let (mut asks2, mut runs2, mut asks3, mut runs3) = (vec![], vec![], vec![], vec![]);
+    for (g, group) in recs.chunks(GROUP).enumerate() {
+        vrecs.clear();
+        idles.clear();
+        asks.clear();
+        // per record of the group: None (WF_CURRENT_CPU) or its Plan
+        let mut plans: Vec<Option<Plan>> = Vec::with_capacity(group.len());
+        for (i, r) in group.iter().enumerate() {
+            if r.wake_flags & WF_CURRENT_CPU != 0 {
+                plans.push(None);
                 continue;
             }
-        }
-        compared += 1;
-        by_class[class].0 += 1;
-        by_class[class].1 += (port.cpu == r.chosen) as u64;
-        if (0..WORDS.min(8)).any(|i| entry[i] & r.allowed[i] != 0) {
-            idle_available += 1;
-        }
-        if port.cpu == r.chosen {
-            agreed += 1;
-        } else {
-            let step = classify(rp, r, feat, &entry, &port)?;
-            *dis.entry(step.to_string()).or_default() += 1;
-            if dump {
-                eprintln!("{}", dump_line(step, r, &entry, &port));
+            let mut entry = [0u64; WORDS];
+            let mut exit = [0u64; WORDS];
+            for w in 0..8.min(WORDS) {
+                entry[w] = (r.avail_idle[w] | r.sched_idle[w]) & r.read[w];
+                exit[w] = r.idle_exit[w] & r.read[w];
             }
+            // an input the attachment could not read (tracepoints: WF_SYNC, in_task()) is
+            // replayed both ways; the wake-up is compared only where the port's CPU is the same
+            let vars = variants(r);
+            let changed = |c: i32| bit(&entry, c) != bit(&exit, c);
+            let r = &vars[0];
+            let hint_changed = (0..2).any(|i| {
+                r.nr_idle_scan[i] != r.nr_idle_scan_exit[i]
+                    || (r.has_idle_cores[i] <= 0 && r.has_idle_cores_exit[i] > 0)
+            });
+            // racy whatever the port's CPU (then nothing more is asked)
+            let racy_anyway = match racy_given {
+                Some(m) => m[g * GROUP + i],
+                None => changed(r.chosen) || hint_changed,
+            };
+            // wake_affine()'s inputs re-read at exit (none in older recordings), where they
+            // moved and the exit run is asked: its record, after the variants
+            let rx = (racy_given.is_none() && !racy_anyway)
+                .then(|| wa_exit(r))
+                .filter(|x| !wa_same(r, x));
+            let (rec, idle) = (vrecs.len() as u32, idles.len() as u32);
+            let ask = |rec: u32, idle: u32, feat: u64| Ask {
+                rec,
+                idle,
+                feat,
+                force: -2,
+            };
+            let mut p = Plan {
+                rec,
+                idle,
+                port: asks.len(),
+                exit: None,
+                vars: asks.len() + 1..asks.len() + 1,
+                words: 0,
+                racy_anyway,
+            };
+            asks.push(ask(rec, idle, feat));
+            if racy_given.is_none() && !racy_anyway {
+                if entry != exit || rx.is_some() {
+                    let x = if rx.is_some() { rec + vars.len() as u32 } else { rec };
+                    p.exit = Some(asks.len());
+                    asks.push(ask(x, idle + 1, feat));
+                }
+                p.vars = asks.len()..asks.len() + vars.len() - 1;
+                for v in 1..vars.len() as u32 {
+                    asks.push(ask(rec + v, idle, feat));
+                }
+            }
+            if !racy_anyway {
+                p.words = asks.len();
+                for w in &words {
+                    asks.push(ask(rec, idle, *w));
+                }
+            }
+            vrecs.extend(vars);
+            vrecs.extend(rx);
+            idles.push(entry);
+            idles.push(exit);
+            plans.push(Some(p));
         }
-        // a policy whose word is the kernel's (the `kernel` row; `patched` where the kernel's
-        // features are its) is the port's run again: each replay sets the whole machine
-        // from the snapshot, so the same word gives the same run
-        let mut runs: Vec<(u64, Run)> = vec![(feat, port.clone())];
-        for (i, (_, w)) in policies.iter().enumerate() {
-            let run = match runs.iter().find(|(x, _)| x == w) {
-                Some((_, run)) => run.clone(),
+        rp.run(&asks, &vrecs, &idles, &mut runs)?;
+        // the verdicts; a disagreement's steps asked
+        asks2.clear();
+        let mut disagreeing = vec![];
+        for (i, p) in plans.iter().enumerate() {
+            let idx = g * GROUP + i;
+            let Some(p) = p else {
+                current += 1;
+                continue;
+            };
+            let r = &vrecs[p.rec as usize];
+            let (entry, exit) = (&idles[p.idle as usize], &idles[p.idle as usize + 1]);
+            let port = &runs[p.port];
+            let changed = |c: i32| bit(entry, c) != bit(exit, c);
+            let is_racy = match racy_given {
+                // the port's own race verdicts (a mutant is compared on the same records)
+                Some(m) => m[idx],
                 None => {
-                    let run = rp.run(r, *w, &entry, -2)?.0;
-                    runs.push((*w, run.clone()));
-                    run
+                    let mut racy = p.racy_anyway || changed(port.cpu);
+                    if let (false, Some(x)) = (racy, p.exit) {
+                        racy = runs[x].cpu != port.cpu;
+                    }
+                    racy
                 }
             };
-            let p = &mut pol[i];
-            p.0 += 1;
-            p.1 += stat(&run, bi::sis_stat_STAT_SCANNED);
-            p.2 += bit(&entry, run.cpu) as u64;
-            p.3 += (run.cpu == r.chosen) as u64;
+            racy_mask[idx] = is_racy;
+            if is_racy {
+                racy += 1;
+                continue;
+            }
+            if !p.vars.is_empty() {
+                let cpus = std::iter::once(port.cpu).chain(p.vars.clone().map(|v| runs[v].cpu));
+                let vars = &vrecs[p.rec as usize..p.rec as usize + p.vars.len() + 1];
+                if cpus.clone().any(|c| c != port.cpu) {
+                    // which unknown decides: WF_SYNC when flipping it alone changes the CPU
+                    let by_sync = vars
+                        .iter()
+                        .zip(cpus)
+                        .any(|(v, c)| v.pcpu_kthread == r.pcpu_kthread && c != port.cpu);
+                    let why = if by_sync { "sync" } else { "in_task" };
+                    *undecided.entry(why.to_string()).or_default() += 1;
+                    racy_mask[idx] = true;
+                    continue;
+                }
+            }
+            compared += 1;
+            // the class as recorded (variants() may have flipped sync)
+            let class = out_class(&group[i], &rp.topo.cpu_llc);
+            by_class[class].0 += 1;
+            by_class[class].1 += (port.cpu == r.chosen) as u64;
+            if (0..WORDS.min(8)).any(|i| entry[i] & r.allowed[i] != 0) {
+                idle_available += 1;
+            }
+            if port.cpu == r.chosen {
+                agreed += 1;
+            } else {
+                disagreeing.push((p.rec, p.idle, p.port));
+                asks2.push(Ask {
+                    rec: p.rec,
+                    idle: p.idle,
+                    feat,
+                    force: -1,
+                });
+            }
+            for (i, w) in word_of.iter().enumerate() {
+                let run = match w {
+                    None => port,
+                    Some(w) => &runs[p.words + w],
+                };
+                let q = &mut pol[i];
+                q.0 += 1;
+                q.1 += stat(run, bi::sis_stat_STAT_SCANNED);
+                q.2 += bit(entry, run.cpu) as u64;
+                q.3 += (run.cpu == r.chosen) as u64;
+            }
+        }
+        if disagreeing.is_empty() {
+            continue;
+        }
+        // the disagreements' steps, then the other target's
+        rp.run(&asks2, &vrecs, &idles, &mut runs2)?;
+        asks3.clear();
+        let mut alt = vec![];
+        for ((rec, idle, _), steps) in disagreeing.iter().zip(&runs2) {
+            alt.push(other_target(&vrecs[*rec as usize], steps).map(|force| {
+                asks3.push(Ask {
+                    rec: *rec,
+                    idle: *idle,
+                    feat,
+                    force,
+                });
+                asks3.len() - 1
+            }));
+        }
+        rp.run(&asks3, &vrecs, &idles, &mut runs3)?;
+        for (((rec, idle, port), steps), alt) in disagreeing.iter().zip(&runs2).zip(alt) {
+            let r = &vrecs[*rec as usize];
+            let port = &runs[*port];
+            let entry = &idles[*idle as usize];
+            let step = classify(&rp.topo, r, entry, port, steps, alt.map(|a| &runs3[a]));
+            *dis.entry(step.to_string()).or_default() += 1;
+            if dump {
+                eprintln!("{}", dump_line(step, r, entry, port));
+            }
         }
     }
     let rows = policies
@@ -1395,6 +1535,28 @@ fn print_policies(rows: &[PolicyRow], w: usize) {
             p.policy, p.wakeups, p.cpus_examined_per_wakeup, p.idle_found_pct, p.same_as_kernel_pct
         );
     }
+}
+
+/// Records replayed per round of batched runs in analyse_with().
+const GROUP: usize = 512;
+
+/// One record's runs in its group's first round (analyse_with()): indices into the asks.
+struct Plan {
+    /// its variants() in the group's records, from this one (then wa_exit()'s, where asked)
+    rec: u32,
+    /// its entry idle mask, the exit one after it
+    idle: u32,
+    port: usize,
+    /// the run on the exit state (entry != exit, or wake_affine()'s inputs re-read at exit
+    /// differ: then on wa_exit()'s record, after the variants; not racy anyway)
+    exit: Option<usize>,
+    /// the other variants' runs (not racy anyway)
+    vars: std::ops::Range<usize>,
+    /// the first of the policies' words' runs (not racy anyway)
+    words: usize,
+    /// racy whatever the port's CPU: the kernel's CPU or an LLC hint changed, or the
+    /// given verdict (a mutant's replay)
+    racy_anyway: bool,
 }
 
 fn print_table(rep: &Report) {

@@ -16,7 +16,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -34,8 +34,9 @@ use crate::sched::topology::{CpuDesc, TopoDesc};
 /// The format's name and the one version this build reads and writes.
 pub const FORMAT: &str = "scx_sisutil-shadow";
 pub const VERSION: u32 = 1;
-/// Records replayed per pass through the replay object (memory bound of a replay).
-const CHUNK: usize = 1 << 16;
+/// Bytes of record lines per chunk, the unit a replay worker parses and replays (with the
+/// queue of chunks, the memory bound of a replay: about 8 chunks).
+const CHUNK_BYTES: usize = 8 << 20;
 
 /// The header line.
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -92,15 +93,41 @@ fn cpus_of(mask: &[u64; 8]) -> Vec<u32> {
     v
 }
 
-fn mask_of(cpus: &[u32]) -> Result<[u64; 8]> {
-    let mut m = [0u64; 8];
-    for &c in cpus {
-        if c >= 512 {
-            bail!("CPU {c} over 511");
-        }
-        m[c as usize / 64] |= 1 << (c % 64);
+/// A record's CPU mask: written as the list of its CPU ids, read straight into its words
+/// (no list in between).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mask(pub [u64; 8]);
+
+impl Serialize for Mask {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(cpus_of(&self.0))
     }
-    Ok(m)
+}
+
+impl<'de> Deserialize<'de> for Mask {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Mask, D::Error> {
+        struct CpuList;
+        impl<'de> serde::de::Visitor<'de> for CpuList {
+            type Value = Mask;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of CPU ids")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<Mask, A::Error> {
+                let mut m = [0u64; 8];
+                while let Some(c) = seq.next_element::<u32>()? {
+                    if c >= 512 {
+                        return Err(serde::de::Error::custom(format!("CPU {c} over 511")));
+                    }
+                    m[c as usize / 64] |= 1 << (c % 64);
+                }
+                Ok(Mask(m))
+            }
+        }
+        d.deserialize_seq(CpuList)
+    }
 }
 
 fn comm_of(c: &[i8; 16]) -> String {
@@ -133,14 +160,16 @@ pub struct WaExit {
     pub wakee_load: u64,
 }
 
-/// RecLine: `struct shadow_rec` as a JSON object; the masks as CPU lists.
+/// RecLine: `struct shadow_rec` as a JSON object; the masks as CPU lists. Read typed (no
+/// JSON value in between); fields it does not know are skipped (a later writer's optional
+/// fields, README "Recordings and a fleet").
 macro_rules! rec_line {
     (scalars: $($s:ident: $st:ty),* ; pairs: $($p:ident: $pt:ty),* ; masks: $($m:ident),*) => {
         #[derive(Serialize, Deserialize, Debug)]
         pub struct RecLine {
             $(pub $s: $st,)*
             $(pub $p: [$pt; 2],)*
-            $(pub $m: Vec<u32>,)*
+            $(pub $m: Mask,)*
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub waker_comm: Option<String>,
             #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -153,7 +182,7 @@ macro_rules! rec_line {
             RecLine {
                 $($s: r.$s,)*
                 $($p: r.$p,)*
-                $($m: cpus_of(&r.$m),)*
+                $($m: Mask(r.$m),)*
                 waker_comm: comm.then(|| comm_of(&r.waker_comm)),
                 wakee_comm: comm.then(|| comm_of(&r.wakee_comm)),
                 wa_exit: (r.wa_exit_read != 0).then(|| WaExit {
@@ -167,11 +196,11 @@ macro_rules! rec_line {
             }
         }
 
-        fn from_line(l: &RecLine) -> Result<Rec> {
+        fn from_line(l: &RecLine) -> Rec {
             let mut r = Rec::default();
             $(r.$s = l.$s;)*
             $(r.$p = l.$p;)*
-            $(r.$m = mask_of(&l.$m).context(stringify!($m))?;)*
+            $(r.$m = l.$m.0;)*
             if let Some(c) = &l.waker_comm {
                 r.waker_comm = comm_to(c);
             }
@@ -187,7 +216,7 @@ macro_rules! rec_line {
                 r.waker_load_exit = w.waker_load;
                 r.wakee_load_exit = w.wakee_load;
             }
-            Ok(r)
+            r
         }
     };
 }
@@ -293,7 +322,18 @@ pub struct Reader {
     child: Option<Child>,
     line_no: u64,
     buf: String,
+    /// the start of a line raw_chunk() read but did not return
+    tail: Vec<u8>,
+    /// raw_chunk() read to the end of the file
+    ended: bool,
     pub header: Header,
+}
+
+/// `fd`'s pipe made 1 MiB, not 64 KiB: 16 times fewer wake-ups of the two processes (best
+/// effort: the default size works too).
+fn grow_pipe(fd: &impl std::os::fd::AsRawFd) {
+    // SAFETY: fcntl on a pipe this process owns
+    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
 }
 
 impl Reader {
@@ -313,6 +353,7 @@ impl Reader {
                 .spawn()
                 .with_context(|| format!("{name}: reading a .zst needs the zstd command"))?;
             let out = child.stdout.take().context("zstd's stdout")?;
+            grow_pipe(&out);
             (
                 Box::new(BufReader::with_capacity(1 << 20, out)),
                 Some(child),
@@ -327,6 +368,8 @@ impl Reader {
             child,
             line_no: 0,
             buf: String::new(),
+            tail: vec![],
+            ended: false,
             header: Header {
                 format: String::new(),
                 version: 0,
@@ -384,34 +427,45 @@ impl Reader {
         Ok(n > 0)
     }
 
-    /// Up to `max` records into `out` (cleared); false when none was left.
-    pub fn chunk(&mut self, out: &mut Vec<Rec>, max: usize) -> Result<bool> {
-        out.clear();
-        while out.len() < max {
-            if !self.next_line()? {
-                self.finish()?;
-                break;
+    /// The next whole record lines, about CHUNK_BYTES, into `buf` (cleared; the line the
+    /// last read cut is kept for the next chunk): the chunk's first line number, None at
+    /// the end. parse_chunk() reads the records, on any thread.
+    pub fn raw_chunk(&mut self, buf: &mut Vec<u8>) -> Result<Option<u64>> {
+        buf.clear();
+        buf.append(&mut self.tail);
+        let ctx = || format!("{}: reading", self.path.display());
+        let mut seen = 0; // bytes with no line end
+        let end = loop {
+            let want = CHUNK_BYTES.saturating_sub(buf.len()).max(1 << 16) as u64;
+            let got = (&mut self.lines)
+                .take(want)
+                .read_to_end(buf)
+                .with_context(ctx)? as u64;
+            if got < want {
+                self.ended = true;
+                break None; // the end of the file
             }
-            if self.buf.trim().is_empty() {
-                continue;
+            // a line longer than the chunk: read on until its end
+            if let Some(nl) = buf[seen..].iter().rposition(|&b| b == b'\n') {
+                break Some(seen + nl + 1);
             }
-            let l: RecLine = serde_json::from_str(&self.buf).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}:{}: not a record: {e}",
-                    self.path.display(),
-                    self.line_no
-                )
-            })?;
-            let r = from_line(&l).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}:{}: a bad record: {e:#}",
-                    self.path.display(),
-                    self.line_no
-                )
-            })?;
-            out.push(r);
+            seen = buf.len();
+        };
+        if let Some(end) = end {
+            self.tail.extend_from_slice(&buf[end..]);
+            buf.truncate(end);
+        } else if buf.is_empty() {
+            self.finish()?;
+            return Ok(None);
         }
-        Ok(!out.is_empty())
+        let first = self.line_no + 1;
+        self.line_no += count_lines(buf);
+        Ok(Some(first))
+    }
+
+    /// raw_chunk() has returned the last chunk (the next call gives None).
+    pub fn at_end(&self) -> bool {
+        self.ended
     }
 
     fn finish(&mut self) -> Result<()> {
@@ -449,6 +503,39 @@ impl Reader {
         features::apply(0, &self.header.features)
             .with_context(|| format!("{}: the header's features", self.path.display()))
     }
+}
+
+/// The records of `buf`, lines of `path` from line `first` (Reader::raw_chunk()), into `out`
+/// (cleared): one JSON object after another (blank lines are whitespace); one that is not a
+/// record fails with its line number.
+pub fn parse_chunk(path: &Path, first: u64, buf: &[u8], out: &mut Vec<Rec>) -> Result<()> {
+    out.clear();
+    let text = std::str::from_utf8(buf).map_err(|e| {
+        let line = first + count_lines(&buf[..e.valid_up_to()]);
+        anyhow::anyhow!("{}:{line}: not a record: not UTF-8", path.display())
+    })?;
+    for l in serde_json::Deserializer::from_str(text).into_iter::<RecLine>() {
+        let l = l.map_err(|e| {
+            // serde_json's position is the chunk's: the file's line, and the column
+            let msg = e.to_string();
+            let msg = msg.rsplit_once(" at line ").map_or(msg.as_str(), |m| m.0);
+            anyhow::anyhow!(
+                "{}:{}: not a record: {msg} (column {})",
+                path.display(),
+                first + e.line().max(1) as u64 - 1,
+                e.column()
+            )
+        })?;
+        out.push(from_line(&l));
+    }
+    Ok(())
+}
+
+/// The line ends in `b` (a loop the compiler vectorizes: byte counters, 255 bytes at a time).
+fn count_lines(b: &[u8]) -> u64 {
+    b.chunks(255)
+        .map(|c| c.iter().fold(0u8, |n, &x| n + (x == b'\n') as u8) as u64)
+        .sum()
 }
 
 /// Sums over chunks (and files): the report's counts and each policy's raw sums.
@@ -612,7 +699,8 @@ pub struct ReplayArgs {
 }
 
 /// Replay one file: its report row and its sums.
-// long: branch replay-fast (#38, batched replay) rewrites it; split into steps there
+// long: the reading thread and the workers' closure share the file's state (topology,
+// policies, feature word, the mutant's topology); the closure is the worker's whole loop
 fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
     let mut rd = Reader::open(path)?;
     let desc = rd.topo()?;
@@ -636,8 +724,10 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
         mutate_scan_start(&mut mt);
         mt
     });
-    // one worker: its replay objects (the port's, the mutant's), its sums over the chunks
-    let worker = |chunks: &mut dyn FnMut() -> Result<Option<Vec<Rec>>>| -> Result<Acc> {
+    // one worker: its replay objects (the port's, the mutant's), its sums over the chunks it
+    // parses and replays; `next` takes back the last chunk's buffer and gives the next chunk
+    type Next<'a> = dyn FnMut(Option<Vec<u8>>) -> Result<Option<(u64, Vec<u8>)>> + 'a;
+    let worker = |next: &mut Next| -> Result<Acc> {
         let mut obj = MaybeUninit::<OpenObject>::uninit();
         let mut rp = Replay::load(&mut obj, &topo, h.hz, args.fit)?;
         let mut mobj = MaybeUninit::<OpenObject>::uninit();
@@ -646,7 +736,11 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
             None => None,
         };
         let mut acc = Acc::default();
-        while let Some(recs) = chunks()? {
+        let mut recs = vec![];
+        let mut done = None;
+        while let Some((first, buf)) = next(done.take())? {
+            parse_chunk(path, first, &buf, &mut recs)?;
+            done = Some(buf);
             let a = analyse_with(&mut rp, &recs, feat, &policies, args.dump, None)?;
             acc.add_analysis(&a, recs.len());
             if let Some(m) = mrp.as_mut() {
@@ -658,37 +752,50 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
         }
         Ok(acc)
     };
-    // Files over one chunk are replayed by a worker per CPU (the records are independent:
-    // each replay sets the whole machine from its snapshot), this thread parsing; the sums
-    // do not depend on which worker replayed what. --dump keeps one worker (its lines in
-    // file order).
+    // Files over one chunk are parsed and replayed by a worker per CPU (the records are
+    // independent: each replay sets the whole machine from its snapshot), this thread
+    // reading the chunks; the sums do not depend on which worker replayed what. --dump
+    // keeps one worker (its lines in file order).
     let nw = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let acc = if args.dump || h.records <= CHUNK as u64 || nw < 2 {
-        worker(&mut || {
-            let mut recs = Vec::with_capacity(CHUNK);
-            Ok(rd.chunk(&mut recs, CHUNK)?.then_some(recs))
+    let one = |rd: &mut Reader, buf: Option<Vec<u8>>| -> Result<Option<(u64, Vec<u8>)>> {
+        let mut buf = buf.unwrap_or_default();
+        Ok(rd.raw_chunk(&mut buf)?.map(|first| (first, buf)))
+    };
+    let first = one(&mut rd, None)?;
+    let acc = if args.dump || nw < 2 || rd.at_end() {
+        let mut first = first;
+        worker(&mut |buf| match first.take() {
+            Some(c) => Ok(Some(c)),
+            None => one(&mut rd, buf),
         })?
     } else {
-        let (tx, rx) = crossbeam::channel::bounded::<Vec<Rec>>(nw);
+        let (tx, rx) = crossbeam::channel::bounded::<(u64, Vec<u8>)>(nw);
+        // the buffers the workers are done with, for the next chunks
+        let (back_tx, back_rx) = crossbeam::channel::bounded::<Vec<u8>>(2 * nw + 2);
         std::thread::scope(|sc| -> Result<Acc> {
             let hs: Vec<_> = (0..nw)
                 .map(|_| {
-                    let rx = rx.clone();
+                    let (rx, back_tx) = (rx.clone(), back_tx.clone());
                     let worker = &worker;
-                    sc.spawn(move || worker(&mut || Ok(rx.recv().ok())))
+                    sc.spawn(move || {
+                        worker(&mut |buf| {
+                            if let Some(b) = buf {
+                                let _ = back_tx.try_send(b);
+                            }
+                            Ok(rx.recv().ok())
+                        })
+                    })
                 })
                 .collect();
             drop(rx);
             let mut read = Ok(());
-            loop {
-                let mut recs = Vec::with_capacity(CHUNK);
-                match rd.chunk(&mut recs, CHUNK) {
-                    Ok(true) => {
-                        if tx.send(recs).is_err() {
-                            break; // a worker failed: its error below
-                        }
-                    }
-                    Ok(false) => break,
+            let mut chunk = first;
+            while let Some(c) = chunk {
+                if tx.send(c).is_err() {
+                    break; // a worker failed: its error below
+                }
+                match one(&mut rd, back_rx.try_recv().ok()) {
+                    Ok(c) => chunk = c,
                     Err(e) => {
                         read = Err(e);
                         break;
@@ -912,6 +1019,8 @@ mod tests {
 
     /// Every field of a record survives the line and back (masks on several words).
     #[test]
+    // long: one record through every way a line is written and read (exit reads or none,
+    // names or none, unknown fields, bad masks): each case edits the one before
     fn shadow_record_line_round_trips() {
         let mut r = Rec {
             jiffies: 4_295_000_000,
@@ -938,7 +1047,7 @@ mod tests {
         r.idle_exit[7] = 1 << 63 | 1;
         r.waker_comm = comm_to("hackbench");
         let line = serde_json::to_string(&to_line(&r, true)).unwrap();
-        let back = from_line(&serde_json::from_str(&line).unwrap()).unwrap();
+        let back = from_line(&serde_json::from_str(&line).unwrap());
         assert_eq!(format!("{back:?}"), format!("{r:?}"));
         assert!(line.contains(r#""read":[191]"#), "{line}");
         assert!(line.contains(r#""idle_exit":[448,511]"#), "{line}");
@@ -951,17 +1060,71 @@ mod tests {
         old.wakee_load_exit = 0;
         let line = serde_json::to_string(&to_line(&old, true)).unwrap();
         assert!(!line.contains("wa_exit"), "{line}");
-        let back = from_line(&serde_json::from_str(&line).unwrap()).unwrap();
+        let back = from_line(&serde_json::from_str(&line).unwrap());
         assert_eq!(format!("{back:?}"), format!("{old:?}"));
         // without --comm no name is written, and none comes back
         let line = serde_json::to_string(&to_line(&r, false)).unwrap();
         assert!(!line.contains("comm"), "{line}");
         assert!(!line.contains("hackbench"), "{line}");
-        let mut l: RecLine = serde_json::from_str(&line).unwrap();
-        assert_eq!(from_line(&l).unwrap().waker_comm, [0; 16]);
-        // a CPU past the masks is one error, not a panic
-        l.read = vec![512];
-        assert!(format!("{:#}", from_line(&l).unwrap_err()).contains("CPU 512"));
+        let l: RecLine = serde_json::from_str(&line).unwrap();
+        assert_eq!(from_line(&l).waker_comm, [0; 16]);
+        // a field this build does not know (a later writer's optional one) is skipped
+        let more = line.replacen('{', r#"{"depth_loader":[3,4],"note":{"a":1},"#, 1);
+        let l: RecLine = serde_json::from_str(&more).unwrap();
+        assert_eq!(from_line(&l).read, r.read);
+        // a CPU past the masks, or not a number, is one error naming the line, not a panic
+        let p = Path::new("x.jsonl");
+        let mut recs = vec![];
+        for (bad, want) in [
+            (
+                line.replace(r#""read":[191]"#, r#""read":[512]"#),
+                "CPU 512 over 511",
+            ),
+            (
+                line.replace(r#""read":[191]"#, r#""read":[-1]"#),
+                "invalid value",
+            ),
+            (
+                line.replace(r#""read":[191]"#, r#""read":7"#),
+                "a list of CPU ids",
+            ),
+        ] {
+            let text = format!("{line}\n\n{bad}\n");
+            let e = parse_chunk(p, 2, text.as_bytes(), &mut recs).unwrap_err();
+            let e = format!("{e:#}");
+            assert!(
+                e.starts_with("x.jsonl:4: not a record: ") && e.contains(want),
+                "{e}"
+            );
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        // blank lines are skipped; the last line needs no newline
+        let text = format!("{line}\n\n  \n{line}");
+        parse_chunk(p, 2, text.as_bytes(), &mut recs).unwrap();
+        assert_eq!(recs.len(), 2);
+        assert_eq!(format!("{:?}", recs[1]), format!("{:?}", from_line(&l)));
+    }
+
+    /// raw_chunk() cuts at line ends only, numbers the lines, and gives every byte once,
+    /// whatever the chunk size against the line lengths (a line longer than a chunk too).
+    #[test]
+    fn shadow_raw_chunks_cut_at_line_ends() {
+        let d = tempfile::tempdir().unwrap();
+        let header = r#"{"format":"scx_sisutil-shadow","version":1,"recorded_by":"t","host":"h","kernel":"k","attach":"fentry","features":[],"features_source":"","hz":250,"duration_s":1.0,"records":3,"wakeups":3,"dropped":0,"not_kept":0,"not_recorded":{},"sync_from_stack":null,"comm":false,"topology":[]}"#;
+        let long = "y".repeat(3 * CHUNK_BYTES / 2);
+        let body = format!("a\n{long}\nb\nc");
+        let p = write_tmp(&d, "r.jsonl", &format!("{header}\n{body}"));
+        let mut rd = Reader::open(&p).unwrap();
+        let (mut all, mut buf, mut firsts) = (vec![], vec![], vec![]);
+        while let Some(first) = rd.raw_chunk(&mut buf).unwrap() {
+            assert!(rd.at_end() || buf.ends_with(b"\n"));
+            firsts.push(first);
+            all.extend_from_slice(&buf);
+        }
+        assert!(rd.at_end());
+        assert_eq!(String::from_utf8(all).unwrap(), body);
+        assert_eq!(firsts[0], 2);
+        assert!(firsts.windows(2).all(|w| w[0] < w[1]), "{firsts:?}");
     }
 
     fn write_tmp(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {
@@ -1070,5 +1233,38 @@ mod tests {
                 "no {k}x recording in tests/corpus"
             );
         }
+    }
+
+    /// Replays are deterministic: a file of several chunks (parsed and replayed by a worker
+    /// per CPU, in whatever order the workers take them) gives the same report twice, and
+    /// the same as one worker replaying every chunk in file order (--dump's path).
+    #[test]
+    fn shadow_replay_is_deterministic() {
+        let f = corpus()
+            .into_iter()
+            .find(|p| {
+                p.to_string_lossy()
+                    .contains("6.18.44-fc-v657-host-tracepoint-mixed")
+            })
+            .expect("the 6.18 host's mixed recording");
+        let mut rd = Reader::open(&f).unwrap();
+        let mut buf = vec![];
+        let mut chunks = 0;
+        while rd.raw_chunk(&mut buf).unwrap().is_some() {
+            chunks += 1;
+        }
+        assert!(chunks >= 2, "{}: {chunks} chunk", f.display());
+        let run = |dump| {
+            let args = ReplayArgs {
+                fit: None,
+                mutant: true,
+                dump,
+            };
+            serde_json::to_string(&replay(std::slice::from_ref(&f), args, String::new()).unwrap())
+                .unwrap()
+        };
+        let workers = run(false);
+        assert_eq!(workers, run(false));
+        assert_eq!(workers, run(true));
     }
 }
