@@ -78,6 +78,7 @@ pub fn intf_slice<T, U>(s: &mut [T]) -> &mut [U] {
 /// # Safety
 /// `T` is a plain-integer repr(C) struct of intf.h (any skeleton's copy of it): every bit
 /// pattern the program writes is a valid `T`.
+#[cfg(test)]
 pub unsafe fn run_with_ctx<T>(prog: &libbpf_rs::ProgramMut<'_>, ctx: &mut T) -> Result<u32> {
     // SAFETY: the caller's; `ctx` is viewed as its bytes for the call only
     let bytes = unsafe {

@@ -841,6 +841,9 @@ impl<'obj> Replay<'obj> {
         let bss = skel.maps.bss_data.as_mut().context("no bss")?;
         // SAFETY: both are intf.h's struct sis_topo
         unsafe { copy_same_c_type(topo, &mut bss.topo) };
+        // the counters' rows a run clears and sums: the topology's LLCs (synth.bpf.h)
+        let data = skel.maps.data_data.as_mut().context("no data")?;
+        data.synth_stats_rows = topo.nr_llcs.clamp(1, bi::sis_consts_MAX_LLCS);
         let llc_weight = (0..MAX_CPUS)
             .map(|c| match topo.cpu_llc[c] {
                 l if l >= 0 => topo.llc_nr[l as usize] as u64,
@@ -1365,7 +1368,11 @@ fn analyse_with(
             asks.push(ask(rec, idle, feat));
             if racy_given.is_none() && !racy_anyway {
                 if entry != exit || rx.is_some() {
-                    let x = if rx.is_some() { rec + vars.len() as u32 } else { rec };
+                    let x = if rx.is_some() {
+                        rec + vars.len() as u32
+                    } else {
+                        rec
+                    };
                     p.exit = Some(asks.len());
                     asks.push(ask(x, idle + 1, feat));
                 }

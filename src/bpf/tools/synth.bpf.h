@@ -184,12 +184,20 @@ static __always_inline void sis_kick_idle(s32 cpu)
 	mask_set(synth_kicked, cpu);
 }
 
+/*
+ * The rows of sis_stats a run clears and takes: all of them (a host test sees a
+ * count in any row), or the replay's topology's LLCs (src/tools/shadow.rs sets
+ * it: a wake-up's key is an LLC of the topology, and the loops over every row
+ * were most of a replayed wake-up's cost)
+ */
+u32 synth_stats_rows = MAX_LLCS;
+
 /* every row of sis_stats (this CPU's) cleared, before a run */
 static __always_inline void synth_stats_clear(void)
 {
 	u32 l;
 
-	bpf_for(l, 0, MAX_LLCS) {
+	bpf_for(l, 0, synth_stats_rows) {
 		struct sis_counters *sc = sis_stats_row(&l);
 
 		if (sc)
@@ -205,13 +213,13 @@ static __always_inline void synth_stats_take(s32 llc, u64 *row, u64 *others)
 {
 	u32 l, i, key = llc < 0 ? 0 : llc;
 
-	bpf_for(l, 0, MAX_LLCS) {
+	bpf_for(l, 0, synth_stats_rows) {
 		struct sis_counters *sc = sis_stats_row(&l);
 		u64 *dst = l == key ? row : others;
 
 		if (!sc)
 			continue;
-		bpf_for(i, 0, STAT_NR)
+		for (i = 0; i < STAT_NR; i++)
 			dst[i] += sc->cnt[i];
 	}
 }
