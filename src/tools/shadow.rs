@@ -1880,6 +1880,24 @@ mod tests {
         assert_eq!(step_of(&o), "target/prev/recent");
     }
 
+    /// A wake-up placed in the second LLC counts in that LLC's row of the counters: the
+    /// replay sums the topology's rows (synth_stats_rows), not only the first.
+    #[test]
+    fn shadow_counts_in_every_llc_row() {
+        let t = topo(2, 4, 1);
+        // this = prev busy, the LLC's last CPU idle: the same wake-up in LLC 0 (CPUs 0-3)
+        // and in LLC 1 (4-7) counts the same
+        let counts = |r: Rec| {
+            let o = analyse_one(&t, r);
+            assert_eq!((o.compared, o.agreed), (1, 1), "{o:?}");
+            let p = &o.policies[0];
+            (p.cpus_examined_per_wakeup, p.idle_found_pct)
+        };
+        let in0 = counts(rec(1, 1, &[3], 4, 3, 8));
+        assert!(in0.0 >= 2.0 && in0.1 == 100.0, "{in0:?}");
+        assert_eq!(counts(rec(5, 5, &[7], 4, 7, 8)), in0);
+    }
+
     #[test]
     fn shadow_racy_is_not_a_disagreement() {
         let t = topo(2, 2, 2);
