@@ -1252,6 +1252,64 @@ fn fit_note(policy: &str, fit: Option<(&std::path::Path, usize)>) -> String {
     }
 }
 
+/// What every report of a run takes from the options, checked before any recording or
+/// replay (a bad --fit or --plot fails now, not after it): SIS_FIT's row and its line, the
+/// plot's output.
+struct ReportOpts {
+    fit: Option<FitRow>,
+    sis_fit: String,
+    plot_out: Option<crate::tools::plot::PlotOut>,
+}
+
+impl ReportOpts {
+    fn of(opts: &ShadowOpts) -> Result<ReportOpts> {
+        let plot_out = opts
+            .plot
+            .as_deref()
+            .map(crate::tools::plot::check_out)
+            .transpose()?;
+        let fitted = opts
+            .fit
+            .as_deref()
+            .map(crate::tools::calibrate::fit_from_report)
+            .transpose()?;
+        let sis_fit = fit_note(
+            &sis_fit_policy()?.0,
+            opts.fit.as_deref().zip(fitted.as_ref().map(|f| f.1)),
+        );
+        Ok(ReportOpts {
+            fit: fitted.map(|(row, _)| row),
+            sis_fit,
+            plot_out,
+        })
+    }
+
+    /// The plot of `rep` (--plot), titled `title`.
+    fn plot<T: serde::Serialize + ?Sized>(&self, rep: &T, title: &str) -> Result<()> {
+        if let Some(out) = &self.plot_out {
+            let n = crate::tools::plot::render(PLOT, rep, out, title)?;
+            eprintln!("shadow: wrote {} ({n} bytes)", out.path().display());
+        }
+        Ok(())
+    }
+}
+
+/// The report's policy rows: the kernel's own feature word `kernel`, then vanilla, patched,
+/// patched-unbounded, and patched+SIS_FIT where a fit is given.
+fn report_policies(kernel: u64, with_fit: bool) -> Result<Vec<(String, u64)>> {
+    let mut policies: Vec<(String, u64)> = std::iter::once(Ok(("kernel".to_string(), kernel)))
+        .chain(
+            ["vanilla", "patched", "patched-unbounded"]
+                .iter()
+                .map(|p| parse_policy(p)),
+        )
+        .collect::<Result<_>>()?;
+    if with_fit {
+        policies.push(sis_fit_policy()?);
+    }
+    Ok(policies)
+}
+
 /// What the replay machine takes besides the topology: the kernel's HZ and SIS_FIT's row.
 #[derive(Clone, Copy, Debug)]
 struct ReplayOpts {
@@ -1638,8 +1696,8 @@ ax[1].set_xticks(list(x)); ax[1].set_xticklabels(names); ax[1].set_ylabel("CPUs 
 fig.suptitle(title, fontsize=9); fig.tight_layout(); fig.savefig(out, format="png", dpi=100)
 "#;
 
-// long: branch depth (#36) rewrites this (classification, race re-read, depth block);
-// split into steps once it has merged, not before (one conflict less)
+/// `scx_sisutil shadow`: record the kernel's wake-up placements live (or replay files:
+/// --replay) and report the port's agreement with them.
 pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     if !opts.replay.is_empty() {
         return corpus::replay_main(opts);
@@ -1649,18 +1707,7 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
             "must run as root: the tracer attaches BPF programs to select_task_rq_fair (try sudo)"
         );
     }
-    // a bad --plot fails now, not after the recording
-    let plot_out = opts
-        .plot
-        .as_deref()
-        .map(crate::tools::plot::check_out)
-        .transpose()?;
-    // a bad --fit fails now too
-    let fitted = opts
-        .fit
-        .as_deref()
-        .map(crate::tools::calibrate::fit_from_report)
-        .transpose()?;
+    let ro = ReportOpts::of(opts)?;
     // a --record FILE that cannot be written fails now too
     let record_out = opts
         .record
@@ -1670,24 +1717,8 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     check_no_sched_ext()?;
     let t = scx_utils::Topology::new().context("reading the CPU topology")?;
     let desc = TopoDesc::from_scx(&t);
-    let mut topo = desc.build()?;
+    let topo = desc.build()?;
     let (feat, features_source) = kernel_features();
-    let fit = fitted.map(|(row, _)| row);
-    let fit_policy = sis_fit_policy()?;
-    let sis_fit = fit_note(
-        &fit_policy.0,
-        opts.fit.as_deref().zip(fitted.as_ref().map(|f| f.1)),
-    );
-    let mut policies: Vec<(String, u64)> = std::iter::once(Ok(("kernel".to_string(), feat)))
-        .chain(
-            ["vanilla", "patched", "patched-unbounded"]
-                .iter()
-                .map(|p| parse_policy(p)),
-        )
-        .collect::<Result<_>>()?;
-    if fit.is_some() {
-        policies.push(fit_policy);
-    }
     scx_utils::try_set_rlimit_infinity();
     libbpf_log(log::log_enabled!(log::Level::Debug));
     let started = Instant::now();
@@ -1696,21 +1727,42 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         (None, true) => vec![Attach::Kprobe],
         (None, false) => vec![Attach::Fentry, Attach::Kprobe, Attach::Tracepoint],
     };
-    let Recording {
-        recs,
-        attach,
-        dropped,
-        not_kept,
-        skipped,
-        sync_check,
-        dropped_by_class,
-    } = record(&topo, opts.duration, &modes, stop, opts.comm)?;
+    let rec = record(&topo, opts.duration, &modes, stop, opts.comm)?;
     let duration_s = started.elapsed().as_secs_f64();
-    let mut dropped_by_class = dropped_by_class;
+    let rep = live_report(opts, &ro, topo, (feat, features_source), duration_s, &rec)?;
+    if let Some(out) = record_out {
+        out.write(&rep, &desc, feat, &rec.recs, opts.comm)?;
+    }
+    if opts.json {
+        println!("{}", serde_json::to_string(&rep)?);
+    } else {
+        print_table(&rep);
+    }
+    let title = format!(
+        "shadow: {} ({} compared wake-ups, {:.1} % agreement)",
+        rep.kernel, rep.compared, rep.agreement_pct
+    );
+    ro.plot(&rep, &title)
+}
+
+/// The live run's report: the recording `rec` replayed under every policy row (and the
+/// mutant port with --mutate-scan-start), under the kernel's feature word `feat` (and where
+/// it was read from) after a recording of `duration_s`.
+fn live_report(
+    opts: &ShadowOpts,
+    ro: &ReportOpts,
+    mut topo: Box<bi::sis_topo>,
+    (feat, features_source): (u64, String),
+    duration_s: f64,
+    rec: &Recording,
+) -> Result<Report> {
+    let recs = rec.recs.as_slice();
+    let policies = report_policies(feat, ro.fit.is_some())?;
     // the kernel's HZ (record_wakee's decay period); 250 when the run is too short to tell
-    let hz = infer_hz(&recs).unwrap_or(250);
+    let hz = infer_hz(recs).unwrap_or(250);
+    let fit = ro.fit;
     let a = analyse(
-        &recs,
+        recs,
         &topo,
         feat,
         ReplayOpts { hz, fit },
@@ -1718,6 +1770,7 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
         opts.dump,
         None,
     )?;
+    let mut dropped_by_class = rec.dropped_by_class.clone();
     for c in dropped_by_class.iter_mut() {
         if let Some(i) = (0..OUT_CLASSES).find(|&i| class_name(i) == c.class) {
             (c.compared, c.agreed) = a.by_class[i];
@@ -1726,7 +1779,7 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     let mutant = if opts.mutate_scan_start {
         mutate_scan_start(&mut topo);
         let ro = ReplayOpts { hz, fit: None };
-        let m = analyse(&recs, &topo, feat, ro, &[], false, Some(&a.racy_mask))?;
+        let m = analyse(recs, &topo, feat, ro, &[], false, Some(&a.racy_mask))?;
         Some(Mutant {
             compared: m.compared,
             agreed: m.agreed,
@@ -1736,49 +1789,34 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     } else {
         None
     };
-    let rep = Report {
+    Ok(Report {
         kernel: kernel_release(),
         features: features::names_on(feat).join(","),
         features_source,
-        attach: attach.to_string(),
+        attach: rec.attach.to_string(),
         hz,
         duration_s,
-        wakeups: recs.len() as u64 + not_kept,
+        wakeups: recs.len() as u64 + rec.not_kept,
         compared: a.compared,
         racy: a.racy,
-        dropped,
+        dropped: rec.dropped,
         agreement_reweighted_pct: reweighted_agreement(&dropped_by_class),
         dropped_by_class,
-        not_kept,
+        not_kept: rec.not_kept,
         excluded_current_cpu: a.current_cpu,
         undecided: a.undecided,
-        not_recorded: skipped,
-        sync_from_stack: sync_check.map(|(agree, differ)| SyncCheck { agree, differ }),
+        not_recorded: rec.skipped.clone(),
+        sync_from_stack: rec
+            .sync_check
+            .map(|(agree, differ)| SyncCheck { agree, differ }),
         idle_available_pct: pct(a.idle_available, a.compared),
         agreed: a.agreed,
         agreement_pct: pct(a.agreed, a.compared),
         disagreements: a.disagreements,
         policies: a.policies,
-        sis_fit,
+        sis_fit: ro.sis_fit.clone(),
         mutant,
-    };
-    if let Some(out) = record_out {
-        out.write(&rep, &desc, feat, &recs, opts.comm)?;
-    }
-    if opts.json {
-        println!("{}", serde_json::to_string(&rep)?);
-    } else {
-        print_table(&rep);
-    }
-    if let Some(out) = &plot_out {
-        let title = format!(
-            "shadow: {} ({} compared wake-ups, {:.1} % agreement)",
-            rep.kernel, rep.compared, rep.agreement_pct
-        );
-        let n = crate::tools::plot::render(PLOT, &rep, out, &title)?;
-        eprintln!("shadow: wrote {} ({n} bytes)", out.path().display());
-    }
-    Ok(())
+    })
 }
 
 #[cfg(test)]

@@ -24,8 +24,8 @@ use std::process::{Child, Command, Stdio};
 use libbpf_rs::OpenObject;
 
 use super::{
-    analyse_with, fit_note, mutate_scan_start, parse_policy, pct, print_table, sis_fit_policy,
-    Analysis, PolicyRow, Rec, Replay, Report, ShadowOpts, SyncCheck,
+    analyse_with, mutate_scan_start, pct, print_table, report_policies, Analysis, PolicyRow, Rec,
+    Replay, Report, ReportOpts, ShadowOpts, SyncCheck,
 };
 use crate::sched::features;
 use crate::sched::sis_fit::FitRow;
@@ -709,16 +709,7 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
         .with_context(|| format!("{}: the header's topology", path.display()))?;
     let feat = rd.feat()?;
     let h = rd.header.clone();
-    let mut policies: Vec<(String, u64)> = std::iter::once(Ok(("kernel".to_string(), feat)))
-        .chain(
-            ["vanilla", "patched", "patched-unbounded"]
-                .iter()
-                .map(|p| parse_policy(p)),
-        )
-        .collect::<Result<_>>()?;
-    if args.fit.is_some() {
-        policies.push(sis_fit_policy()?);
-    }
+    let policies = report_policies(feat, args.fit.is_some())?;
     let mutant_topo = args.mutant.then(|| {
         let mut mt = topo.clone();
         mutate_scan_start(&mut mt);
@@ -974,43 +965,25 @@ fn print_replay(r: &ReplayReport) {
 
 /// `shadow --replay FILE...`
 pub fn replay_main(opts: &ShadowOpts) -> Result<()> {
-    let fitted = opts
-        .fit
-        .as_deref()
-        .map(crate::tools::calibrate::fit_from_report)
-        .transpose()?;
-    let plot_out = opts
-        .plot
-        .as_deref()
-        .map(crate::tools::plot::check_out)
-        .transpose()?;
-    let fit_policy = sis_fit_policy()?;
-    let sis_fit = fit_note(
-        &fit_policy.0,
-        opts.fit.as_deref().zip(fitted.as_ref().map(|f| f.1)),
-    );
+    let ro = ReportOpts::of(opts)?;
     let args = ReplayArgs {
-        fit: fitted.map(|(row, _)| row),
+        fit: ro.fit,
         mutant: opts.mutate_scan_start,
         dump: opts.dump,
     };
-    let r = replay(&opts.replay, args, sis_fit)?;
+    let r = replay(&opts.replay, args, ro.sis_fit.clone())?;
     if opts.json {
         println!("{}", serde_json::to_string(&r)?);
     } else {
         print_replay(&r);
     }
-    if let Some(out) = &plot_out {
-        let title = format!(
-            "shadow --replay: {} files ({} compared wake-ups, {:.1} % agreement)",
-            r.files.len(),
-            r.total.compared,
-            r.total.agreement_pct
-        );
-        let n = crate::tools::plot::render(super::PLOT, &r.total, out, &title)?;
-        eprintln!("shadow: wrote {} ({n} bytes)", out.path().display());
-    }
-    Ok(())
+    let title = format!(
+        "shadow --replay: {} files ({} compared wake-ups, {:.1} % agreement)",
+        r.files.len(),
+        r.total.compared,
+        r.total.agreement_pct
+    );
+    ro.plot(&r.total, &title)
 }
 
 #[cfg(test)]
