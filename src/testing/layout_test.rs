@@ -633,8 +633,10 @@ fn production_bpf_holds_no_preprocessor_switch() {
 
 /// One seam, one plug-in style: sis_ctx.bpf.h declares the knobs' accessors and the
 /// primitives as prototypes; scx_prims.bpf.h (sched_ext) and tools/synth.bpf.h (the synthetic
-/// machine) each define every one of them, and nothing else does; only main.bpf.c includes
-/// the sched_ext implementation, and no production file the synthetic one.
+/// machine) each define every one of them, the knobs' accessors through the one header both
+/// include, knobs.bpf.h (`SIS_KNOBS(q)`, which each instantiates), and nothing else does;
+/// only main.bpf.c includes the sched_ext implementation, no production file the synthetic
+/// one, and nothing but the two implementations the knobs.
 #[test]
 fn both_implementations_define_every_primitive_of_the_seam() {
     let bpf = root().join("src/bpf");
@@ -642,11 +644,31 @@ fn both_implementations_define_every_primitive_of_the_seam() {
     let mut protos = inline_fns(&read("sis_ctx.bpf.h"), true);
     protos.sort();
     assert!(protos.len() >= 15, "{protos:?}");
+    let mut knobs = inline_fns(&read("knobs.bpf.h"), false);
+    knobs.sort();
+    let accessors = [
+        "sis_imbalance_pct",
+        "sis_shard_cpus",
+        "sis_slice_ns",
+        "sis_topo",
+    ];
+    assert_eq!(
+        knobs, accessors,
+        "knobs.bpf.h defines the knobs' accessors, no more"
+    );
     for imp in ["scx_prims.bpf.h", "tools/synth.bpf.h"] {
-        let mut defs: Vec<String> = inline_fns(&read(imp), false)
+        let text = read(imp);
+        let mut defs: Vec<String> = inline_fns(&text, false)
             .into_iter()
             .filter(|d| protos.contains(d))
             .collect();
+        if quoted_includes(&text).iter().any(|h| h == "knobs.bpf.h") {
+            assert!(
+                c_code(&text).contains("SIS_KNOBS("),
+                "{imp} includes knobs.bpf.h without SIS_KNOBS(q)"
+            );
+            defs.extend(knobs.iter().cloned());
+        }
         defs.sort();
         assert_eq!(
             defs, protos,
@@ -662,13 +684,17 @@ fn both_implementations_define_every_primitive_of_the_seam() {
     for f in &srcs {
         let path = rel(f);
         let text = std::fs::read_to_string(f).unwrap();
-        if !path.ends_with("scx_prims.bpf.h") && !path.ends_with("synth.bpf.h") {
+        let implementation = path.ends_with("scx_prims.bpf.h") || path.ends_with("synth.bpf.h");
+        if !implementation && !path.ends_with("/knobs.bpf.h") {
             for d in inline_fns(&text, false)
                 .iter()
                 .filter(|d| protos.contains(d))
             {
                 bad.push(format!("{path}: defines the primitive {d}"));
             }
+        }
+        if !implementation && quoted_includes(&text).iter().any(|h| h == "knobs.bpf.h") {
+            bad.push(format!("{path}: #include \"knobs.bpf.h\""));
         }
         if path.starts_with("src/bpf/tools/") || path.starts_with("src/bpf/testing/") {
             continue;
