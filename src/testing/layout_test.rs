@@ -734,8 +734,9 @@ fn every_object_includes_interface_then_implementation_then_users() {
         }
         let inc: Vec<String> = quoted_includes(&text)
             .into_iter()
-            // the interfaces shared with Rust (intf.h, the tools' tool_intf.h) hold no code
-            .filter(|h| h != "intf.h" && h != "tool_intf.h")
+            // the interfaces shared with Rust (intf.h, the tools' tool_intf.h, the host
+            // test's test_intf.h) hold no code
+            .filter(|h| !["intf.h", "tool_intf.h", "test_intf.h"].contains(&h.as_str()))
             .collect();
         if inc.iter().all(|h| h == "wait_hist.bpf.h") {
             continue; // a tracer: none of the seam
@@ -796,6 +797,101 @@ fn every_feature_is_decided_in_one_bpf_file() {
     );
 }
 
+/// The top-level variables C `code` (comments stripped) defines, by name.
+fn c_globals(code: &str) -> Vec<String> {
+    let re = regex::Regex::new(
+        r"(?m)^(?:struct \w+|u64|u32|s32|u8) (\w+)(?:\[[^\]]*\])?(?:, *(\w+))?[ =;]",
+    )
+    .expect("regex");
+    re.captures_iter(code)
+        .flat_map(|c| [c.get(1), c.get(2)])
+        .flatten()
+        .map(|m| m.as_str().to_string())
+        .collect()
+}
+
+/// The structs C `code` defines (`struct NAME {`).
+fn c_structs(code: &str) -> Vec<String> {
+    let re = regex::Regex::new(r"(?m)^struct (\w+) \{").expect("regex");
+    re.captures_iter(code).map(|c| c[1].to_string()).collect()
+}
+
+/// One idiom for a test's inputs (docs/DESIGN.md): a host test program's inputs and outputs
+/// are its argument. Every program of the host test object takes a struct of
+/// testing/test_intf.h or intf.h's sis_test_args (`void *`: it reads no input); the tests
+/// reach none of the test object's own globals but the task state it keeps for the
+/// scheduler's task storage (the machine is tools/synth.bpf.h's); and intf.h, the
+/// scheduler's interface, defines no struct only the host objects use.
+#[test]
+fn test_inputs_are_the_programs_argument() {
+    let bpf = root().join("src/bpf");
+    let read = |p: &str| c_code(&std::fs::read_to_string(bpf.join(p)).unwrap());
+    let obj = read("testing/sis_test.bpf.c");
+    let mut args = c_structs(&read("testing/test_intf.h"));
+    assert!(args.contains(&"dec_io".to_string()), "{args:?}");
+    args.push("sis_test_args".into());
+    let prog = regex::Regex::new(r#"SEC\("syscall"\)\s*int (\w+)\(([^)]*)\)"#).expect("regex");
+    let mut bad = vec![];
+    let mut progs = 0;
+    for c in prog.captures_iter(&obj) {
+        progs += 1;
+        let param = c[2].trim();
+        let ok = param.starts_with("void *")
+            || args
+                .iter()
+                .any(|a| param.starts_with(&format!("struct {a} *")));
+        if !ok {
+            bad.push(format!("program {} takes {param}", &c[1]));
+        }
+    }
+    assert!(progs >= 15, "{progs} programs");
+    // the task's load: the scheduler's task storage, the host test's .bss
+    let state = ["task_load_io"];
+    let own: Vec<String> = c_globals(&obj)
+        .into_iter()
+        .filter(|g| !state.contains(&g.as_str()))
+        .collect();
+    assert!(own.contains(&"test_waker".to_string()), "{own:?}");
+    for f in files(&root().join("src/testing"), ".rs") {
+        let code = rust_code(&std::fs::read_to_string(&f).unwrap());
+        for g in &own {
+            let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+            let pat = format!(".{g}");
+            if code
+                .match_indices(&pat)
+                .any(|(i, _)| !code[i + pat.len()..].starts_with(is_ident))
+            {
+                bad.push(format!(
+                    "{}: reads or writes the test object's {g}",
+                    rel(&f)
+                ));
+            }
+        }
+    }
+    // sis_test_args, the synthetic wake-up, is shadow's replay's argument too: it moves to
+    // the synthetic machine's room once shadow.rs names it there (after shadow's merge)
+    let pending = ["sis_test_args"];
+    let intf = read("intf.h");
+    let mut users: Vec<String> = bpf_production()
+        .iter()
+        .filter(|f| !f.ends_with("intf.h"))
+        .map(|f| c_code(&std::fs::read_to_string(f).unwrap()))
+        .collect();
+    for f in files(&root().join("src/sched"), ".rs") {
+        users.push(rust_code(&std::fs::read_to_string(&f).unwrap()));
+    }
+    for st in c_structs(&intf) {
+        if !pending.contains(&st.as_str()) && !users.iter().any(|u| u.contains(&st)) {
+            bad.push(format!("intf.h: struct {st} is the host objects' alone"));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "a test input not in its program's argument:\n{}",
+        bad.join("\n")
+    );
+}
+
 /// The scans above see a one-line violation, and not what they allow.
 #[test]
 fn the_seam_scans_see_one_line_violations() {
@@ -823,4 +919,9 @@ fn the_seam_scans_see_one_line_violations() {
     assert_eq!(inline_fns(protos, true), ["sis_dsq_nr"]);
     let def = "static __always_inline const volatile struct sis_topo *sis_topo(void)\n{\n";
     assert_eq!(inline_fns(def, false), ["sis_topo"]);
+    assert_eq!(
+        c_globals("u32 a, b;\nu64 c[4];\nstruct x d = {};\nstatic u32 e;\nint f(void)\n"),
+        ["a", "b", "c", "d"]
+    );
+    assert_eq!(c_structs("struct x {\n\tu32 a;\n};\nstruct y z;\n"), ["x"]);
 }
