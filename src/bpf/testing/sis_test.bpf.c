@@ -112,6 +112,31 @@ static __always_inline int dec_out(struct dec_io *arg)
 }
 
 /*
+ * A decision of one answer, one line: DEC_OUT(NAME, EXPR) is the program NAME, whose
+ * io->out is EXPR over its argument io.
+ */
+#define DEC_OUT(name, expr)				\
+	SEC("syscall")					\
+	int name(struct dec_io *arg)			\
+	{						\
+		struct dec_io *io = dec_in(arg);	\
+							\
+		io->out = (expr);			\
+		return dec_out(arg);			\
+	}
+
+/* take_kick() on the flag word kick_pending (.bss, as the test set it): the CPU's bit was set */
+DEC_OUT(test_take_kick, take_kick(io->cpu))
+/* WF_SYNC unless the waker exits */
+DEC_OUT(test_wake_sync, wake_sync(io->flag, io->current_flags))
+/* TTWU_QUEUE_DESCHED's condition (sis.bpf.h) */
+DEC_OUT(test_ttwu_cond, ttwu_queue_cond_desched(io->this_cpu, io->cpu, io->flag))
+/* the queue's decisions (queue.bpf.h) */
+DEC_OUT(test_newidle, newidle_skip_ipi(io->feat, io->cpu, io->flag))
+DEC_OUT(test_enqueue_rescue, enqueue_rescue(io->feat, io->flag))
+DEC_OUT(test_tick_kicks, tick_kicks(io->feat, io->flag))
+
+/*
  * The idle-time accounting (idle.bpf.h) on cpu_ctxs[io->cpu], as the scheduler runs it:
  * io->flag 0 is ops.update_idle(cpu, true) at io->now, 1 a wake-up's claim or the CPU's
  * exit at io->now (the period's length in io->out_ns).
@@ -128,17 +153,6 @@ int idle_test(struct dec_io *arg)
 	} else {
 		io->out_ns = idle_exit(cc, io->now);
 	}
-	return dec_out(arg);
-}
-
-/* take_kick(io->cpu) on the flag word kick_pending (.bss, as the test set it): out whether
- * the CPU's bit was set */
-SEC("syscall")
-int test_take_kick(struct dec_io *arg)
-{
-	struct dec_io *io = dec_in(arg);
-
-	io->out = take_kick(io->cpu);
 	return dec_out(arg);
 }
 
@@ -168,24 +182,6 @@ int test_task_load(struct dec_io *arg)
 }
 
 SEC("syscall")
-int test_wake_sync(struct dec_io *arg)
-{
-	struct dec_io *io = dec_in(arg);
-
-	io->out = wake_sync(io->flag, io->current_flags);
-	return dec_out(arg);
-}
-
-SEC("syscall")
-int test_ttwu_cond(struct dec_io *arg)
-{
-	struct dec_io *io = dec_in(arg);
-
-	io->out = ttwu_queue_cond_desched(io->this_cpu, io->cpu, io->flag);
-	return dec_out(arg);
-}
-
-SEC("syscall")
 int test_ttwu_select(struct dec_io *arg)
 {
 	struct dec_io *io = dec_in(arg);
@@ -205,38 +201,30 @@ int test_ttwu_select(struct dec_io *arg)
 }
 
 SEC("syscall")
-int test_newidle(struct dec_io *arg)
-{
-	struct dec_io *io = dec_in(arg);
-
-	io->out = newidle_skip_ipi(io->feat, io->cpu, io->flag);
-	return dec_out(arg);
-}
-
-SEC("syscall")
-int test_enqueue_rescue(struct dec_io *arg)
-{
-	struct dec_io *io = dec_in(arg);
-
-	io->out = enqueue_rescue(io->feat, io->flag);
-	return dec_out(arg);
-}
-
-SEC("syscall")
-int test_tick_kicks(struct dec_io *arg)
-{
-	struct dec_io *io = dec_in(arg);
-
-	io->out = tick_kicks(io->feat, io->flag);
-	return dec_out(arg);
-}
-
-SEC("syscall")
 int test_idle_update(struct dec_io *arg)
 {
 	struct dec_io *io = dec_in(arg);
 
 	idle_update(io->feat, io->cpu, io->flag, io->now, io->jiffies);
+	return dec_out(arg);
+}
+
+/*
+ * The kick's programs (test_kick, test_tick) on LLC io->llc: kick_begin() clears the
+ * counters, takes io->allowed as the task's affinity and sets up the LLCs' words;
+ * kick_end() gives the counters of the LLC's row in io->cnt.
+ */
+static __always_inline void kick_begin(struct dec_io *io)
+{
+	synth_stats_clear();
+	__builtin_memcpy(synth_allowed, io->allowed, sizeof(synth_allowed));
+	kick_llc_words_init();
+}
+
+static __always_inline int kick_end(struct dec_io *arg, struct dec_io *io)
+{
+	__builtin_memset(io->cnt, 0, sizeof(io->cnt));
+	synth_stats_take(io->llc, io->cnt, stats_others);
 	return dec_out(arg);
 }
 
@@ -246,16 +234,12 @@ int test_kick(struct dec_io *arg)
 	struct dec_io *io = dec_in(arg);
 	struct kick_env e = {};
 
-	synth_stats_clear();
-	__builtin_memcpy(synth_allowed, io->allowed, sizeof(synth_allowed));
-	kick_llc_words_init();
+	kick_begin(io);
 	io->probed = 0;
 	io->first = kick_search_first(io->feat, io->llc, io->this_cpu);
 	io->out_cpu = kick_search(&e, io->llc, io->this_cpu, io->feat, &io->probed);
 	io->out = kick_already_asked(io->feat, io->flag, io->llc);
-	__builtin_memset(io->cnt, 0, sizeof(io->cnt));
-	synth_stats_take(io->llc, io->cnt, stats_others);
-	return dec_out(arg);
+	return kick_end(arg, io);
 }
 
 /*
@@ -354,17 +338,13 @@ int test_tick(struct dec_io *arg)
 	struct dec_io *io = dec_in(arg);
 	s32 s;
 
-	synth_stats_clear();
-	__builtin_memcpy(synth_allowed, io->allowed, sizeof(synth_allowed));
+	kick_begin(io);
 	__builtin_memset(synth_kicked, 0, sizeof(synth_kicked));
 	synth_this_cpu = io->this_cpu;
-	kick_llc_words_init();
 	s = tick_kick_shard(io->feat, io->llc);
 	io->out_cpu = s;
 	io->out = s >= 0 ? kick_for_work(io->llc, NULL, io->feat) : 0;
-	__builtin_memset(io->cnt, 0, sizeof(io->cnt));
-	synth_stats_take(io->llc, io->cnt, stats_others);
-	return dec_out(arg);
+	return kick_end(arg, io);
 }
 
 /*
