@@ -115,6 +115,17 @@ pub(crate) fn io<'a>(rig: &'a mut Rig<'_>) -> &'a mut dec_io {
     &mut rig.io
 }
 
+/// `table`'s `run` for a decision of one answer (sis_test.bpf.c's DEC_OUT): the program
+/// run, its `io.out`.
+macro_rules! out {
+    ($prog:ident) => {
+        |s: &mut Rig<'_>| {
+            run!(s, $prog);
+            io(s).out
+        }
+    };
+}
+
 /// A decision's table of cases: for each `(inputs, want)`, dec_io's `out` is set to 99 (a
 /// program that writes nothing fails), `set` writes the inputs, `run` runs the decision's
 /// program and gives its output, which must be `want`; `what` names the inputs' fields.
@@ -149,10 +160,13 @@ fn decide_wake_sync_ignores_an_exiting_waker() {
         io(skel).flag = wf_sync;
         io(skel).current_flags = flags;
     };
-    table(&mut skel, "(WF_SYNC, current->flags)", &cases, set, |s| {
-        run!(s, test_wake_sync);
-        io(s).out
-    });
+    table(
+        &mut skel,
+        "(WF_SYNC, current->flags)",
+        &cases,
+        set,
+        out!(test_wake_sync),
+    );
 }
 
 /// ttwu_queue_cond() with WF_ON_CPU: another CPU than the waker's, sharing its cache,
@@ -184,10 +198,7 @@ fn decide_ttwu_queue_desched_condition() {
         "(this, cpu, allowed, nr_running)",
         &cases,
         set,
-        |s| {
-            run!(s, test_ttwu_cond);
-            io(s).out
-        },
+        out!(test_ttwu_cond),
     );
 }
 
@@ -231,10 +242,7 @@ fn decide_ttwu_waking_is_this_cpu_for_the_wakee_cpu() {
         (d.feat, d.this_cpu, d.cpu, d.flag) = (feat, this, cpu, allowed);
     };
     let what = "(feature word, this, its nr_running, the wakee's cpu, its nr_running, allowed)";
-    table(&mut skel, what, &cases, set, |s| {
-        run!(s, test_ttwu_waking);
-        io(s).out
-    });
+    table(&mut skel, what, &cases, set, out!(test_ttwu_waking));
     skel.maps.bss_data.as_mut().unwrap().nr_running = [1; MAX_CPUS];
 }
 
@@ -383,10 +391,7 @@ fn decide_newidle_skip_ipi() {
         "(features, idle_start, kicked)",
         &cases,
         set,
-        |s| {
-            run!(s, test_newidle);
-            io(s).out
-        },
+        out!(test_newidle),
     );
 }
 
@@ -745,10 +750,13 @@ fn decide_enqueue_rescue_only_with_its_feature() {
     let set = |skel: &mut Rig<'_>, (feat, pinned)| {
         (io(skel).feat, io(skel).flag) = (feat, pinned);
     };
-    table(&mut skel, "(features, pinned)", &cases, set, |s| {
-        run!(s, test_enqueue_rescue);
-        io(s).out
-    });
+    table(
+        &mut skel,
+        "(features, pinned)",
+        &cases,
+        set,
+        out!(test_enqueue_rescue),
+    );
 }
 
 /// nohz_balancer_kick()'s `rq->nr_running >= 2` on a busy CPU's tick: tasks waiting in
@@ -772,10 +780,13 @@ fn decide_tick_kicks_when_work_waits() {
     let set = |skel: &mut Rig<'_>, (feat, queued)| {
         (io(skel).feat, io(skel).flag) = (feat, queued);
     };
-    table(&mut skel, "(features, queued)", &cases, set, |s| {
-        run!(s, test_tick_kicks);
-        io(s).out
-    });
+    table(
+        &mut skel,
+        "(features, queued)",
+        &cases,
+        set,
+        out!(test_tick_kicks),
+    );
 }
 
 /// A machine of `nr_llcs` LLCs of one or two CPUs each, on two nodes (for the steal order).
