@@ -189,6 +189,7 @@ fn main() {
     scx_cargo::BpfBuilder::new()
         .unwrap()
         .add_include_path("src/bpf")
+        .enable_intf("src/bpf/testing/test_intf.h", "test_intf.rs")
         .enable_skel("src/bpf/testing/sis_test.bpf.c", "sis_test")
         .build()
         .unwrap();

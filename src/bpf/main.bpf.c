@@ -12,7 +12,8 @@
  *   sis_ctx.bpf.h   the seam: the knobs and primitives every component runs on
  *                   (declared), the wake-up's context, per-LLC/per-CPU state, counters
  *   scx_prims.bpf.h the knobs and primitives over sched_ext (the host objects'
- *                   twin: tools/synth.bpf.h)
+ *                   twin: tools/synth.bpf.h); the knobs themselves, with their
+ *                   comments, in knobs.bpf.h, which both include
  *   ctx.bpf.h       the live feature word, per-task context, the wake-up's scratch
  *   sis.bpf.h       the wake path: fair.c's steps top to bottom, WF_SYNC,
  *                   TTWU_QUEUE_DESCHED's condition and hand-off, the task's load

@@ -11,37 +11,11 @@
 #include <scx/common.bpf.h>
 #include "intf.h"
 #include "sis_ctx.bpf.h"
+#include "knobs.bpf.h"
 
 /* ---- the knobs: set by the loader before load (scheduler.rs), read-only once loaded ---- */
 
-/* the machine's topology (topology.rs): cpu -> LLC, each LLC's CPUs in id order, SMT, steal order */
-const volatile struct sis_topo topo;
-/* imbalance_pct of the domains above SMT (wake_affine_weight(); 117, --imbalance-pct) */
-const volatile u64 imbalance_pct = DEFAULT_IMBALANCE_PCT;
-/* LLC_SHARDS: CPUs per shard of an LLC's queue (llc_shard_cpus(); --shard-cpus) */
-const volatile u32 shard_cpus = DEFAULT_SHARD_CPUS;
-/* the time slice of every task, ns (--slice-us) */
-const volatile u64 slice_ns = DEFAULT_SLICE_US * NSEC_PER_USEC;
-
-static __always_inline const volatile struct sis_topo *sis_topo(void)
-{
-	return &topo;
-}
-
-static __always_inline u64 sis_imbalance_pct(void)
-{
-	return imbalance_pct;
-}
-
-static __always_inline u32 sis_shard_cpus(void)
-{
-	return shard_cpus;
-}
-
-static __always_inline u64 sis_slice_ns(void)
-{
-	return slice_ns;
-}
+SIS_KNOBS(const volatile)
 
 /* ---- the primitives: sched_ext's idle tracking, the kernel's runqueues ---- */
 

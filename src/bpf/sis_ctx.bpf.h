@@ -15,6 +15,7 @@
  *   tools/synth.bpf.h     a synthetic machine in .bss that a host program
  *                         rewrites between runs (the host test, placement-cost,
  *                         shadow's replay: they run this very code)
+ * Both define the knobs through the one header they share, knobs.bpf.h.
  * No component includes an implementation, and no header here holds a switch
  * between them.
  */
@@ -24,8 +25,8 @@
 #include "intf.h"
 
 /*
- * The knobs, one value each for the whole run (the implementation declares
- * them once, with their comments; the loader or the host program sets them):
+ * The knobs, one value each for the whole run (knobs.bpf.h defines them once, with
+ * their comments, for both implementations; the loader or the host program sets them):
  *   sis_topo()            the machine's topology: cpu -> LLC, each LLC's CPUs, SMT siblings,
  *                         the steal order (struct sis_topo, intf.h)
  *   sis_imbalance_pct()   imbalance_pct of the domains above SMT (wake_affine_weight())

@@ -10,12 +10,12 @@
 
 use std::mem::MaybeUninit;
 
-use libbpf_rs::ProgramInput;
-
 use crate::bpf_intf as bi;
+use crate::sched::bpf_maps::run_with_ctx;
 use crate::sched::features::bit;
 use crate::sched::topology::{copy_same_c_type, CpuDesc, TopoDesc};
 use crate::testing::sis_test::{load_skel, skel::SisTestSkel, MAX_CPUS, WORDS};
+use crate::testing::test_intf::{dec_io, wait_bucket_io};
 
 const HIT_TTWU_QUEUE_DESCHED: usize = bi::sis_stat_STAT_HIT_TTWU_QUEUE_DESCHED as usize;
 const HIT_KICK_SKIP_REDUNDANT: usize = bi::sis_stat_STAT_HIT_KICK_SKIP_REDUNDANT as usize;
@@ -47,8 +47,31 @@ pub(crate) fn words(cpus: &[usize]) -> [u64; WORDS] {
     w
 }
 
-/// The loaded object on the 2x4 SMT machine, every CPU busy (not idle, nothing queued).
-pub(crate) fn machine(obj: &mut MaybeUninit<libbpf_rs::OpenObject>) -> SisTestSkel<'_> {
+/// The host test object and its decision programs' argument (test_intf.h's struct dec_io,
+/// the one idiom of a test's inputs): a test writes `io`, `run!` passes it to a program and
+/// reads it back as the program left it. The synthetic machine is the skeleton's .bss,
+/// reached through the skeleton (`rig.maps`).
+pub(crate) struct Rig<'o> {
+    pub skel: SisTestSkel<'o>,
+    pub io: dec_io,
+}
+
+impl<'o> std::ops::Deref for Rig<'o> {
+    type Target = SisTestSkel<'o>;
+    fn deref(&self) -> &SisTestSkel<'o> {
+        &self.skel
+    }
+}
+
+impl<'o> std::ops::DerefMut for Rig<'o> {
+    fn deref_mut(&mut self) -> &mut SisTestSkel<'o> {
+        &mut self.skel
+    }
+}
+
+/// The loaded object on the 2x4 SMT machine, every CPU busy (not idle, nothing queued), the
+/// argument's allowed mask every CPU.
+pub(crate) fn machine(obj: &mut MaybeUninit<libbpf_rs::OpenObject>) -> Rig<'_> {
     let mut skel = load_skel(obj);
     let topo = topo_2x4_smt().build().expect("topology");
     let bss = skel.maps.bss_data.as_mut().expect("bss mmapped");
@@ -56,12 +79,14 @@ pub(crate) fn machine(obj: &mut MaybeUninit<libbpf_rs::OpenObject>) -> SisTestSk
     unsafe { copy_same_c_type(&*topo, &mut bss.topo) };
     bss.synth_idle = [0; WORDS];
     bss.nr_running = [1; MAX_CPUS];
-    bss.dec_io.allowed = words(&(0..8).collect::<Vec<_>>());
-    skel
+    // SAFETY: test_intf.h's struct dec_io, plain integers: all zeros is a value
+    let mut io: dec_io = unsafe { std::mem::zeroed() };
+    io.allowed = words(&(0..8).collect::<Vec<_>>());
+    Rig { skel, io }
 }
 
 /// Replace the machine's topology: CPUs 0..n, one core each, the LLC of each by `llc_of`.
-fn set_topo(skel: &mut SisTestSkel<'_>, n: usize, llc_of: impl Fn(usize) -> usize) {
+fn set_topo(skel: &mut Rig<'_>, n: usize, llc_of: impl Fn(usize) -> usize) {
     let cpus = (0..n)
         .map(|id| CpuDesc {
             id,
@@ -75,33 +100,41 @@ fn set_topo(skel: &mut SisTestSkel<'_>, n: usize, llc_of: impl Fn(usize) -> usiz
     unsafe { copy_same_c_type(&*topo, &mut skel.maps.bss_data.as_mut().unwrap().topo) };
 }
 
+/// Runs a decision's program of the rig: its argument the rig's `io`, read back after.
 macro_rules! run {
-    ($skel:expr, $prog:ident) => {{
-        let ret = $skel
-            .progs
-            .$prog
-            .test_run(ProgramInput::default())
-            .expect(concat!("BPF_PROG_TEST_RUN ", stringify!($prog)))
-            .return_value;
+    ($rig:expr, $prog:ident) => {{
+        // SAFETY: test_intf.h's struct dec_io, plain integers
+        let ret = unsafe { run_with_ctx(&$rig.skel.progs.$prog, &mut $rig.io) }
+            .expect(concat!("BPF_PROG_TEST_RUN ", stringify!($prog)));
         assert_eq!(ret, 0);
     }};
 }
+pub(crate) use run;
 
-pub(crate) fn io<'a>(
-    skel: &'a mut SisTestSkel<'_>,
-) -> &'a mut crate::testing::sis_test::skel::types::dec_io {
-    &mut skel.maps.bss_data.as_mut().expect("bss mmapped").dec_io
+pub(crate) fn io<'a>(rig: &'a mut Rig<'_>) -> &'a mut dec_io {
+    &mut rig.io
+}
+
+/// `table`'s `run` for a decision of one answer (sis_test.bpf.c's DEC_OUT): the program
+/// run, its `io.out`.
+macro_rules! out {
+    ($prog:ident) => {
+        |s: &mut Rig<'_>| {
+            run!(s, $prog);
+            io(s).out
+        }
+    };
 }
 
 /// A decision's table of cases: for each `(inputs, want)`, dec_io's `out` is set to 99 (a
 /// program that writes nothing fails), `set` writes the inputs, `run` runs the decision's
 /// program and gives its output, which must be `want`; `what` names the inputs' fields.
 fn table<C: std::fmt::Debug + Copy, O: std::fmt::Debug + PartialEq>(
-    skel: &mut SisTestSkel<'_>,
+    skel: &mut Rig<'_>,
     what: &str,
     cases: &[(C, O)],
-    set: impl Fn(&mut SisTestSkel<'_>, C),
-    run: impl Fn(&mut SisTestSkel<'_>) -> O,
+    set: impl Fn(&mut Rig<'_>, C),
+    run: impl Fn(&mut Rig<'_>) -> O,
 ) {
     for (case, want) in cases {
         io(skel).out = 99;
@@ -123,14 +156,17 @@ fn decide_wake_sync_ignores_an_exiting_waker() {
         ((0, 0), 0),
         ((0, PF_EXITING), 0),
     ];
-    let set = |skel: &mut SisTestSkel<'_>, (wf_sync, flags)| {
+    let set = |skel: &mut Rig<'_>, (wf_sync, flags)| {
         io(skel).flag = wf_sync;
         io(skel).current_flags = flags;
     };
-    table(&mut skel, "(WF_SYNC, current->flags)", &cases, set, |s| {
-        run!(s, test_wake_sync);
-        io(s).out
-    });
+    table(
+        &mut skel,
+        "(WF_SYNC, current->flags)",
+        &cases,
+        set,
+        out!(test_wake_sync),
+    );
 }
 
 /// ttwu_queue_cond() with WF_ON_CPU: another CPU than the waker's, sharing its cache,
@@ -150,7 +186,7 @@ fn decide_ttwu_queue_desched_condition() {
         ((5, 4, 1, 0), 1),
         ((0, 1, 0, 0), 0), // not in p->cpus_ptr
     ];
-    let set = |skel: &mut SisTestSkel<'_>, (this, cpu, allowed, nr)| {
+    let set = |skel: &mut Rig<'_>, (this, cpu, allowed, nr)| {
         let bss = skel.maps.bss_data.as_mut().unwrap();
         bss.nr_running = [1; MAX_CPUS];
         bss.nr_running[cpu as usize] = nr;
@@ -162,10 +198,7 @@ fn decide_ttwu_queue_desched_condition() {
         "(this, cpu, allowed, nr_running)",
         &cases,
         set,
-        |s| {
-            run!(s, test_ttwu_cond);
-            io(s).out
-        },
+        out!(test_ttwu_cond),
     );
 }
 
@@ -200,7 +233,7 @@ fn decide_ttwu_waking_is_this_cpu_for_the_wakee_cpu() {
                 })
         })
         .collect();
-    let set = |skel: &mut SisTestSkel<'_>, (feat, this, this_nr, cpu, cpu_nr, allowed)| {
+    let set = |skel: &mut Rig<'_>, (feat, this, this_nr, cpu, cpu_nr, allowed)| {
         let bss = skel.maps.bss_data.as_mut().unwrap();
         bss.nr_running = [1; MAX_CPUS];
         bss.nr_running[this as usize] = this_nr;
@@ -209,10 +242,7 @@ fn decide_ttwu_waking_is_this_cpu_for_the_wakee_cpu() {
         (d.feat, d.this_cpu, d.cpu, d.flag) = (feat, this, cpu, allowed);
     };
     let what = "(feature word, this, its nr_running, the wakee's cpu, its nr_running, allowed)";
-    table(&mut skel, what, &cases, set, |s| {
-        run!(s, test_ttwu_waking);
-        io(s).out
-    });
+    table(&mut skel, what, &cases, set, out!(test_ttwu_waking));
     skel.maps.bss_data.as_mut().unwrap().nr_running = [1; MAX_CPUS];
 }
 
@@ -224,7 +254,7 @@ fn decide_ttwu_waking_is_this_cpu_for_the_wakee_cpu() {
 fn decide_take_kick_clears_its_own_bit_only() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
-    let take = |skel: &mut SisTestSkel<'_>, pending: &[usize], cpu: i32| {
+    let take = |skel: &mut Rig<'_>, pending: &[usize], cpu: i32| {
         skel.maps.bss_data.as_mut().unwrap().kick_pending = words(pending);
         let d = io(skel);
         d.cpu = cpu;
@@ -255,7 +285,7 @@ fn decide_task_load_decays_per_1024us() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
     let period: u64 = 1 << 20;
-    let update = |skel: &mut SisTestSkel<'_>, avg, runnable_at, quiescent_at, w, now| {
+    let update = |skel: &mut Rig<'_>, avg, runnable_at, quiescent_at, w, now| {
         let bss = skel.maps.bss_data.as_mut().unwrap();
         bss.task_load_io.avg = avg;
         bss.task_load_io.runnable_at = runnable_at;
@@ -295,7 +325,7 @@ fn decide_task_load_decays_per_1024us() {
 fn decide_ttwu_queue_desched_hand_off() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
-    let select = |skel: &mut SisTestSkel<'_>, feat: u64, desched: u32, idle: &[usize]| {
+    let select = |skel: &mut Rig<'_>, feat: u64, desched: u32, idle: &[usize]| {
         skel.maps.bss_data.as_mut().unwrap().synth_idle = words(idle);
         let d = io(skel);
         d.feat = feat;
@@ -351,7 +381,7 @@ fn decide_newidle_skip_ipi() {
         ((bit::NEWIDLE_SKIP_IPI, 0, 0), 0),    // was running a task: the balance runs
         ((0, 1000, 0), 0),
     ];
-    let set = |skel: &mut SisTestSkel<'_>, (feat, idle_start, kicked)| {
+    let set = |skel: &mut Rig<'_>, (feat, idle_start, kicked)| {
         skel.maps.bss_data.as_mut().unwrap().cpu_ctxs[3].idle_start = idle_start;
         let d = io(skel);
         (d.feat, d.cpu, d.flag) = (feat, 3, kicked);
@@ -361,14 +391,11 @@ fn decide_newidle_skip_ipi() {
         "(features, idle_start, kicked)",
         &cases,
         set,
-        |s| {
-            run!(s, test_newidle);
-            io(s).out
-        },
+        out!(test_newidle),
     );
 }
 
-fn idle_update(skel: &mut SisTestSkel<'_>, feat: u64, cpu: i32, idle: bool, now: u64) {
+fn idle_update(skel: &mut Rig<'_>, feat: u64, cpu: i32, idle: bool, now: u64) {
     let d = io(skel);
     d.feat = feat;
     d.cpu = cpu;
@@ -392,7 +419,7 @@ fn decide_update_idle_accounts_idle_time() {
         c.avg_idle = 8000;
         c.max_idle_balance_cost = 500_000;
     }
-    let cc = |skel: &SisTestSkel<'_>| {
+    let cc = |skel: &Rig<'_>| {
         let c = &skel.maps.bss_data.as_ref().unwrap().cpu_ctxs[1];
         (
             c.idle_ns,
@@ -429,7 +456,7 @@ fn decide_update_idle_accounts_idle_time() {
 fn decide_update_idle_core() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
-    let hic = |skel: &SisTestSkel<'_>| {
+    let hic = |skel: &Rig<'_>| {
         let b = skel.maps.bss_data.as_ref().unwrap();
         (b.llc_ctxs[0].has_idle_cores, b.llc_ctxs[1].has_idle_cores)
     };
@@ -462,7 +489,7 @@ struct Kick {
     first: u32,
 }
 
-fn kick(skel: &mut SisTestSkel<'_>, feat: u64, llc: i32, this: i32, idle: &[usize]) -> Kick {
+fn kick(skel: &mut Rig<'_>, feat: u64, llc: i32, this: i32, idle: &[usize]) -> Kick {
     skel.maps.bss_data.as_mut().unwrap().synth_idle = words(idle);
     let d = io(skel);
     d.feat = feat;
@@ -475,7 +502,7 @@ fn kick(skel: &mut SisTestSkel<'_>, feat: u64, llc: i32, this: i32, idle: &[usiz
 
 /// A walk's outputs after `run` (dec_io's out_cpu set to -99 first): the CPU or LLC found
 /// (out_cpu), the places probed and the first one.
-fn walk(skel: &mut SisTestSkel<'_>, run: impl Fn(&mut SisTestSkel<'_>)) -> (i32, u32, u32) {
+fn walk(skel: &mut Rig<'_>, run: impl Fn(&mut Rig<'_>)) -> (i32, u32, u32) {
     io(skel).out_cpu = -99;
     run(skel);
     let d = io(skel);
@@ -531,7 +558,7 @@ fn decide_kick_skip_redundant() {
         ((bit::KICK_WRAP_NEXT, 1), (0, 0)),
         ((0, 0), (0, 0)),
     ];
-    let set = |skel: &mut SisTestSkel<'_>, (feat, asked)| {
+    let set = |skel: &mut Rig<'_>, (feat, asked)| {
         skel.maps.bss_data.as_mut().unwrap().synth_idle = words(&[2]);
         let d = io(skel);
         (d.feat, d.llc, d.this_cpu, d.flag) = (feat, 0, 0, asked);
@@ -720,13 +747,16 @@ fn decide_enqueue_rescue_only_with_its_feature() {
         ((others, 0), 0),
         ((others, 1), 0),
     ];
-    let set = |skel: &mut SisTestSkel<'_>, (feat, pinned)| {
+    let set = |skel: &mut Rig<'_>, (feat, pinned)| {
         (io(skel).feat, io(skel).flag) = (feat, pinned);
     };
-    table(&mut skel, "(features, pinned)", &cases, set, |s| {
-        run!(s, test_enqueue_rescue);
-        io(s).out
-    });
+    table(
+        &mut skel,
+        "(features, pinned)",
+        &cases,
+        set,
+        out!(test_enqueue_rescue),
+    );
 }
 
 /// nohz_balancer_kick()'s `rq->nr_running >= 2` on a busy CPU's tick: tasks waiting in
@@ -747,13 +777,16 @@ fn decide_tick_kicks_when_work_waits() {
         ((bit::WAKE_RESCUE, 1), 0),
         ((bit::WAKE_RESCUE | others, 5), 0),
     ];
-    let set = |skel: &mut SisTestSkel<'_>, (feat, queued)| {
+    let set = |skel: &mut Rig<'_>, (feat, queued)| {
         (io(skel).feat, io(skel).flag) = (feat, queued);
     };
-    table(&mut skel, "(features, queued)", &cases, set, |s| {
-        run!(s, test_tick_kicks);
-        io(s).out
-    });
+    table(
+        &mut skel,
+        "(features, queued)",
+        &cases,
+        set,
+        out!(test_tick_kicks),
+    );
 }
 
 /// A machine of `nr_llcs` LLCs of one or two CPUs each, on two nodes (for the steal order).
@@ -779,13 +812,7 @@ struct Steal {
     walked: u32,
 }
 
-fn steal(
-    skel: &mut SisTestSkel<'_>,
-    llc: usize,
-    dsq: &[u32],
-    queued: &[u64],
-    uncounted: bool,
-) -> Steal {
+fn steal(skel: &mut Rig<'_>, llc: usize, dsq: &[u32], queued: &[u64], uncounted: bool) -> Steal {
     let bss = skel.maps.bss_data.as_mut().expect("bss mmapped");
     // shard 0 of LLC l is DSQ l; one shard per LLC (llc_shards_used 0), as before shards
     bss.synth_dsq_nr.fill(0);
@@ -899,7 +926,7 @@ fn decide_steal_matches_full_walk() {
 fn decide_steal_queued_counts() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
-    let counts = |skel: &mut SisTestSkel<'_>| {
+    let counts = |skel: &mut Rig<'_>| {
         let q: Vec<u64> = skel
             .maps
             .bss_data
@@ -918,7 +945,7 @@ fn decide_steal_queued_counts() {
         assert!(rest.is_empty(), "counts of other LLCs: {rest:?}");
         (q[0], q[1], q[3])
     };
-    let op = |skel: &mut SisTestSkel<'_>, flag: u32, llc: i32, task_in: u32| -> u32 {
+    let op = |skel: &mut Rig<'_>, flag: u32, llc: i32, task_in: u32| -> u32 {
         let d = io(skel);
         d.flag = flag;
         d.llc = llc;
@@ -967,14 +994,14 @@ struct Shard {
 }
 
 /// One run of test_shard with every shard of every LLC empty and all shards live.
-fn shard(skel: &mut SisTestSkel<'_>, k: u32, feat: u64, cpu: usize, llc: usize) -> Shard {
+fn shard(skel: &mut Rig<'_>, k: u32, feat: u64, cpu: usize, llc: usize) -> Shard {
     shard_with(skel, k, feat, cpu, llc, true, &[])
 }
 
 /// test_shard with `tasks` (shard, tasks) queued in LLC `llc`'s shards (the others empty)
 /// and `used` as llc_shards_used: the DSQ ids come from a first run.
 fn shard_with(
-    skel: &mut SisTestSkel<'_>,
+    skel: &mut Rig<'_>,
     k: u32,
     feat: u64,
     cpu: usize,
@@ -1004,23 +1031,22 @@ fn shard_with(
         d.out_cpu = -99;
         d.flag = 99;
         run!(skel, test_shard);
-        let bss = skel.maps.bss_data.as_ref().expect("bss mmapped");
-        ids = bss.shard_ids[..bss.dec_io.out as usize].to_vec();
+        ids = skel.io.shard_ids[..skel.io.out as usize].to_vec();
     }
     let bss = skel.maps.bss_data.as_ref().expect("bss mmapped");
-    let nr = bss.dec_io.out;
-    let tried = bss.dec_io.probed as usize;
+    let nr = skel.io.out;
+    let tried = skel.io.probed as usize;
     assert!(tried <= MAX_LLCS, "{tried} moves tried");
     let order = bss.synth_dsq_tried[..tried]
         .iter()
         .map(|id| ids.iter().position(|i| i == id).expect("a shard's DSQ") as u32)
         .collect();
     Shard {
-        own: bss.dec_io.out_cpu,
+        own: skel.io.out_cpu,
         nr,
-        k: bss.dec_io.first,
+        k: skel.io.first,
         order,
-        moved: bss.dec_io.flag == 1,
+        moved: skel.io.flag == 1,
         left: ids
             .iter()
             .map(|&id| bss.synth_dsq_nr[id as usize])
@@ -1107,7 +1133,7 @@ fn decide_llc_shards_move() {
     let mut obj = MaybeUninit::uninit();
     let mut skel = machine(&mut obj);
     set_topo(&mut skel, 40, |_| 0);
-    let run = |skel: &mut SisTestSkel<'_>, used, tasks: &[(usize, u32)]| {
+    let run = |skel: &mut Rig<'_>, used, tasks: &[(usize, u32)]| {
         let s = shard_with(skel, 8, bit::LLC_SHARDS, 17, 0, used, tasks);
         assert_eq!((s.own, s.nr), (2, 5));
         (s.moved, s.order, s.left)
@@ -1141,7 +1167,7 @@ fn decide_steal_shards_from_zero() {
     set_topo(&mut skel, 40, |id| id / 20);
     let ids = shard(&mut skel, 8, bit::LLC_SHARDS, 39, 1).ids;
     assert_eq!(ids.len(), 3);
-    let run = |skel: &mut SisTestSkel<'_>, used: bool, tasks: [u32; 3]| {
+    let run = |skel: &mut Rig<'_>, used: bool, tasks: [u32; 3]| {
         let bss = skel.maps.bss_data.as_mut().expect("bss mmapped");
         bss.synth_dsq_nr.fill(0);
         for (s, &n) in tasks.iter().enumerate() {
@@ -1163,7 +1189,7 @@ fn decide_steal_shards_from_zero() {
             .iter()
             .map(|&id| bss.synth_dsq_nr[id as usize])
             .collect();
-        (bss.dec_io.out_cpu, bss.synth_dsq_nr_tried, left)
+        (skel.io.out_cpu, bss.synth_dsq_nr_tried, left)
     };
     assert_eq!(run(&mut skel, true, [1, 0, 1]), (1, 1, vec![0, 0, 1]));
     assert_eq!(run(&mut skel, true, [0, 1, 1]), (1, 2, vec![0, 0, 1]));
@@ -1181,18 +1207,23 @@ fn decide_steal_shards_from_zero() {
 fn decide_wait_bucket_is_the_reports_bucket() {
     use crate::sched::wait_hist::{bucket_hi, bucket_lo, bucket_of, NR_BUCKETS};
     let mut obj = MaybeUninit::uninit();
-    let mut skel = machine(&mut obj);
+    let skel = machine(&mut obj);
     let mut ns: Vec<u64> = (0..8).collect();
     for s in [3, 4, 5, 9, 10, 17, 20, 30, 40, 62, 63] {
         ns.extend([(1u64 << s) - 1, 1 << s, (1 << s) + (1 << (s - 1)) + 1]);
     }
     ns.extend([999, 1_000_000, 123_456_789, 5_000_000_000, u64::MAX]);
     for chunk in ns.chunks(64) {
-        let bss = skel.maps.bss_data.as_mut().unwrap();
-        bss.wait_ns = [0; 64];
-        bss.wait_ns[..chunk.len()].copy_from_slice(chunk);
-        run!(skel, test_wait_bucket);
-        let idx = skel.maps.bss_data.as_ref().unwrap().wait_idx;
+        let mut io = wait_bucket_io {
+            ns: [0; 64],
+            idx: [0; 64],
+        };
+        io.ns[..chunk.len()].copy_from_slice(chunk);
+        // SAFETY: test_intf.h's struct wait_bucket_io, plain integers
+        let ret = unsafe { run_with_ctx(&skel.progs.test_wait_bucket, &mut io) }
+            .expect("BPF_PROG_TEST_RUN test_wait_bucket");
+        assert_eq!(ret, 0);
+        let idx = io.idx;
         for (i, &v) in chunk.iter().enumerate() {
             let b = idx[i] as usize;
             assert_eq!(b, bucket_of(v), "{v} ns");

@@ -131,11 +131,7 @@ fn the_scheduler_imports_no_tool_and_no_test_code() {
             ));
         }
     }
-    assert!(
-        bad.is_empty(),
-        "the scheduler reaches into a tool or test code:\n{}",
-        bad.join("\n")
-    );
+    assert_none(&bad, "the scheduler reaches into a tool or test code");
 }
 
 /// A scheduler file reaches only the scheduler's modules and the generated bindings: not
@@ -153,11 +149,7 @@ fn the_scheduler_reaches_only_scheduler_modules() {
             .filter(|n| !allowed.contains(&n.as_str()));
         bad.extend(out.map(|n| format!("{path}: crate::{n}")));
     }
-    assert!(
-        bad.is_empty(),
-        "the scheduler reaches outside src/sched:\n{}",
-        bad.join("\n")
-    );
+    assert_none(&bad, "the scheduler reaches outside src/sched");
 }
 
 /// Does Rust `code` define item `name` (not merely import it)?
@@ -199,10 +191,9 @@ fn every_module_is_reached_by_its_full_path() {
             .filter(|n| !roots.contains(&n.as_str()) && !defined_in(&main, n));
         bad.extend(short.map(|n| format!("{path}: crate::{n}")));
     }
-    assert!(
-        bad.is_empty(),
-        "a module reached by a short name (main.rs re-exports none):\n{}",
-        bad.join("\n")
+    assert_none(
+        &bad,
+        "a module reached by a short name (main.rs re-exports none)",
     );
 }
 
@@ -371,11 +362,7 @@ fn every_feature_bit_test_goes_through_feat_on() {
         );
     }
     assert!(seen >= 10, "only {seen} feature bits seen in src/bpf");
-    assert!(
-        bad.is_empty(),
-        "a feature bit tested without feat_on():\n{}",
-        bad.join("\n")
-    );
+    assert_none(&bad, "a feature bit tested without feat_on()");
 }
 
 /// The mutation check of the scan: each other way of testing a bit is seen, the helpers'
@@ -452,10 +439,9 @@ fn no_tool_function_over_80_lines_without_a_reason() {
     let tools = files(&root().join("src/tools"), ".rs");
     assert!(tools.len() >= 8, "{tools:?}");
     let bad = findings(&tools, |text| long_functions(text, 80));
-    assert!(
-        bad.is_empty(),
-        "functions over 80 lines in src/tools without a `// long:` reason:\n{}",
-        bad.join("\n")
+    assert_none(
+        &bad,
+        "functions over 80 lines in src/tools without a `// long:` reason",
     );
 }
 
@@ -506,10 +492,9 @@ fn every_rust_feature_bit_is_named_through_features_bit() {
     rs.retain(|f| !skip.iter().any(|s| f.ends_with(s)));
     assert!(rs.len() >= 20, "{rs:?}");
     let bad = findings(&rs, |text| raw_feature_bits(&rust_code(text)));
-    assert!(
-        bad.is_empty(),
-        "a feature bit spelled as a number or a bindgen constant (use features::bit::NAME):\n{}",
-        bad.join("\n")
+    assert_none(
+        &bad,
+        "a feature bit spelled as a number or a bindgen constant (use features::bit::NAME)",
     );
 }
 
@@ -600,6 +585,11 @@ fn inline_fns(text: &str, want_proto: bool) -> Vec<String> {
         .collect()
 }
 
+/// Fails, naming `what` and each finding on a line of its own, when there is any.
+fn assert_none(bad: &[String], what: &str) {
+    assert!(bad.is_empty(), "{what}:\n{}", bad.join("\n"));
+}
+
 /// The production BPF code (the scheduler's object: src/bpf's own files).
 fn bpf_production() -> Vec<PathBuf> {
     let bpf = root().join("src/bpf");
@@ -624,17 +614,15 @@ fn production_bpf_holds_no_preprocessor_switch() {
             bad.push(format!("{}: {l}", rel(&f)));
         }
     }
-    assert!(
-        bad.is_empty(),
-        "a preprocessor switch in production BPF code:\n{}",
-        bad.join("\n")
-    );
+    assert_none(&bad, "a preprocessor switch in production BPF code");
 }
 
 /// One seam, one plug-in style: sis_ctx.bpf.h declares the knobs' accessors and the
 /// primitives as prototypes; scx_prims.bpf.h (sched_ext) and tools/synth.bpf.h (the synthetic
-/// machine) each define every one of them, and nothing else does; only main.bpf.c includes
-/// the sched_ext implementation, and no production file the synthetic one.
+/// machine) each define every one of them, the knobs' accessors through the one header both
+/// include, knobs.bpf.h (`SIS_KNOBS(q)`, which each instantiates), and nothing else does;
+/// only main.bpf.c includes the sched_ext implementation, no production file the synthetic
+/// one, and nothing but the two implementations the knobs.
 #[test]
 fn both_implementations_define_every_primitive_of_the_seam() {
     let bpf = root().join("src/bpf");
@@ -642,11 +630,31 @@ fn both_implementations_define_every_primitive_of_the_seam() {
     let mut protos = inline_fns(&read("sis_ctx.bpf.h"), true);
     protos.sort();
     assert!(protos.len() >= 15, "{protos:?}");
+    let mut knobs = inline_fns(&read("knobs.bpf.h"), false);
+    knobs.sort();
+    let accessors = [
+        "sis_imbalance_pct",
+        "sis_shard_cpus",
+        "sis_slice_ns",
+        "sis_topo",
+    ];
+    assert_eq!(
+        knobs, accessors,
+        "knobs.bpf.h defines the knobs' accessors, no more"
+    );
     for imp in ["scx_prims.bpf.h", "tools/synth.bpf.h"] {
-        let mut defs: Vec<String> = inline_fns(&read(imp), false)
+        let text = read(imp);
+        let mut defs: Vec<String> = inline_fns(&text, false)
             .into_iter()
             .filter(|d| protos.contains(d))
             .collect();
+        if quoted_includes(&text).iter().any(|h| h == "knobs.bpf.h") {
+            assert!(
+                c_code(&text).contains("SIS_KNOBS("),
+                "{imp} includes knobs.bpf.h without SIS_KNOBS(q)"
+            );
+            defs.extend(knobs.iter().cloned());
+        }
         defs.sort();
         assert_eq!(
             defs, protos,
@@ -662,13 +670,17 @@ fn both_implementations_define_every_primitive_of_the_seam() {
     for f in &srcs {
         let path = rel(f);
         let text = std::fs::read_to_string(f).unwrap();
-        if !path.ends_with("scx_prims.bpf.h") && !path.ends_with("synth.bpf.h") {
+        let implementation = path.ends_with("scx_prims.bpf.h") || path.ends_with("synth.bpf.h");
+        if !implementation && !path.ends_with("/knobs.bpf.h") {
             for d in inline_fns(&text, false)
                 .iter()
                 .filter(|d| protos.contains(d))
             {
                 bad.push(format!("{path}: defines the primitive {d}"));
             }
+        }
+        if !implementation && quoted_includes(&text).iter().any(|h| h == "knobs.bpf.h") {
+            bad.push(format!("{path}: #include \"knobs.bpf.h\""));
         }
         if path.starts_with("src/bpf/tools/") || path.starts_with("src/bpf/testing/") {
             continue;
@@ -681,11 +693,7 @@ fn both_implementations_define_every_primitive_of_the_seam() {
             }
         }
     }
-    assert!(
-        bad.is_empty(),
-        "the seam plugged in elsewhere:\n{}",
-        bad.join("\n")
-    );
+    assert_none(&bad, "the seam plugged in elsewhere");
 }
 
 /// No object depends on include order beyond "interface, then implementation, then users":
@@ -708,8 +716,9 @@ fn every_object_includes_interface_then_implementation_then_users() {
         }
         let inc: Vec<String> = quoted_includes(&text)
             .into_iter()
-            // the interfaces shared with Rust (intf.h, the tools' tool_intf.h) hold no code
-            .filter(|h| h != "intf.h" && h != "tool_intf.h")
+            // the interfaces shared with Rust (intf.h, the tools' tool_intf.h, the host
+            // test's test_intf.h) hold no code
+            .filter(|h| !["intf.h", "tool_intf.h", "test_intf.h"].contains(&h.as_str()))
             .collect();
         if inc.iter().all(|h| h == "wait_hist.bpf.h") {
             continue; // a tracer: none of the seam
@@ -723,7 +732,7 @@ fn every_object_includes_interface_then_implementation_then_users() {
         }
     }
     assert!(seam_users >= 4, "{seam_users} objects use the seam");
-    assert!(bad.is_empty(), "include order:\n{}", bad.join("\n"));
+    assert_none(&bad, "include order");
 }
 
 /// The rule of where a decision lives (docs/DESIGN.md): each feature's bit is tested in one
@@ -763,11 +772,100 @@ fn every_feature_is_decided_in_one_bpf_file() {
             bad.push(format!("{name}: {at:?}"));
         }
     }
-    assert!(
-        bad.is_empty(),
-        "a feature decided in several files:\n{}",
-        bad.join("\n")
-    );
+    assert_none(&bad, "a feature decided in several files");
+}
+
+/// The top-level variables C `code` (comments stripped) defines, by name.
+fn c_globals(code: &str) -> Vec<String> {
+    let re = regex::Regex::new(
+        r"(?m)^(?:struct \w+|u64|u32|s32|u8) (\w+)(?:\[[^\]]*\])?(?:, *(\w+))?[ =;]",
+    )
+    .expect("regex");
+    re.captures_iter(code)
+        .flat_map(|c| [c.get(1), c.get(2)])
+        .flatten()
+        .map(|m| m.as_str().to_string())
+        .collect()
+}
+
+/// The structs C `code` defines (`struct NAME {`).
+fn c_structs(code: &str) -> Vec<String> {
+    let re = regex::Regex::new(r"(?m)^struct (\w+) \{").expect("regex");
+    re.captures_iter(code).map(|c| c[1].to_string()).collect()
+}
+
+/// One idiom for a test's inputs (docs/DESIGN.md): a host test program's inputs and outputs
+/// are its argument. Every program of the host test object takes a struct of
+/// testing/test_intf.h or intf.h's sis_test_args (`void *`: it reads no input); the tests
+/// reach none of the test object's own globals but the task state it keeps for the
+/// scheduler's task storage (the machine is tools/synth.bpf.h's); and intf.h, the
+/// scheduler's interface, defines no struct only the host objects use.
+#[test]
+fn test_inputs_are_the_programs_argument() {
+    let bpf = root().join("src/bpf");
+    let read = |p: &str| c_code(&std::fs::read_to_string(bpf.join(p)).unwrap());
+    let obj = read("testing/sis_test.bpf.c");
+    let mut args = c_structs(&read("testing/test_intf.h"));
+    assert!(args.contains(&"dec_io".to_string()), "{args:?}");
+    args.push("sis_test_args".into());
+    // a program, or DEC_OUT's (a decision of one answer: its argument is dec_io)
+    let prog =
+        regex::Regex::new(r#"SEC\("syscall"\)\s*(?:\\\s*)?int (\w+)\(([^)]*)\)"#).expect("regex");
+    let mut bad = vec![];
+    let mut progs = 0;
+    for c in prog.captures_iter(&obj) {
+        progs += 1;
+        let param = c[2].trim();
+        let ok = param.starts_with("void *")
+            || args
+                .iter()
+                .any(|a| param.starts_with(&format!("struct {a} *")));
+        if !ok {
+            bad.push(format!("program {} takes {param}", &c[1]));
+        }
+    }
+    assert!(progs >= 10, "{progs} programs");
+    // the task's load: the scheduler's task storage, the host test's .bss
+    let state = ["task_load_io"];
+    let own: Vec<String> = c_globals(&obj)
+        .into_iter()
+        .filter(|g| !state.contains(&g.as_str()))
+        .collect();
+    assert!(own.contains(&"test_waker".to_string()), "{own:?}");
+    for f in files(&root().join("src/testing"), ".rs") {
+        let code = rust_code(&std::fs::read_to_string(&f).unwrap());
+        for g in &own {
+            let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+            let pat = format!(".{g}");
+            if code
+                .match_indices(&pat)
+                .any(|(i, _)| !code[i + pat.len()..].starts_with(is_ident))
+            {
+                bad.push(format!(
+                    "{}: reads or writes the test object's {g}",
+                    rel(&f)
+                ));
+            }
+        }
+    }
+    // sis_test_args, the synthetic wake-up, is shadow's replay's argument too: it moves to
+    // the synthetic machine's room once shadow.rs names it there (after shadow's merge)
+    let pending = ["sis_test_args"];
+    let intf = read("intf.h");
+    let mut users: Vec<String> = bpf_production()
+        .iter()
+        .filter(|f| !f.ends_with("intf.h"))
+        .map(|f| c_code(&std::fs::read_to_string(f).unwrap()))
+        .collect();
+    for f in files(&root().join("src/sched"), ".rs") {
+        users.push(rust_code(&std::fs::read_to_string(&f).unwrap()));
+    }
+    for st in c_structs(&intf) {
+        if !pending.contains(&st.as_str()) && !users.iter().any(|u| u.contains(&st)) {
+            bad.push(format!("intf.h: struct {st} is the host objects' alone"));
+        }
+    }
+    assert_none(&bad, "a test input not in its program's argument");
 }
 
 /// The scans above see a one-line violation, and not what they allow.
@@ -797,4 +895,9 @@ fn the_seam_scans_see_one_line_violations() {
     assert_eq!(inline_fns(protos, true), ["sis_dsq_nr"]);
     let def = "static __always_inline const volatile struct sis_topo *sis_topo(void)\n{\n";
     assert_eq!(inline_fns(def, false), ["sis_topo"]);
+    assert_eq!(
+        c_globals("u32 a, b;\nu64 c[4];\nstruct x d = {};\nstatic u32 e;\nint f(void)\n"),
+        ["a", "b", "c", "d"]
+    );
+    assert_eq!(c_structs("struct x {\n\tu32 a;\n};\nstruct y z;\n"), ["x"]);
 }

@@ -8,12 +8,10 @@
 
 use std::mem::MaybeUninit;
 
-use libbpf_rs::ProgramInput;
-
 use crate::bpf_intf as bi;
+use crate::sched::bpf_maps::run_with_ctx;
 use crate::sched::features::bit;
-use crate::testing::decide_test::{io, machine, words};
-use crate::testing::sis_test::skel::SisTestSkel;
+use crate::testing::decide_test::{io, machine, run, words, Rig};
 
 const KICK: usize = bi::sis_stat_STAT_KICK as usize;
 const KICK_SCANNED: usize = bi::sis_stat_STAT_KICK_SCANNED as usize;
@@ -41,28 +39,22 @@ struct Tick {
 }
 
 /// test_tick on LLC 0 from CPU 0: the tick's shard, then kick_for_work() when it kicks.
-fn tick(skel: &mut SisTestSkel<'_>, feat: u64) -> Tick {
+fn tick(skel: &mut Rig<'_>, feat: u64) -> Tick {
     let d = io(skel);
     d.feat = feat;
     d.llc = 0;
     d.this_cpu = 0;
     d.out_cpu = -99;
-    let ret = skel
-        .progs
-        .test_tick
-        .test_run(ProgramInput::default())
-        .expect("BPF_PROG_TEST_RUN test_tick")
-        .return_value;
-    assert_eq!(ret, 0);
-    let bss = skel.maps.bss_data.as_ref().unwrap();
+    run!(skel, test_tick);
+    let (bss, d) = (skel.maps.bss_data.as_ref().unwrap(), &skel.io);
     Tick {
-        shard: bss.dec_io.out_cpu,
-        kicked: bss.dec_io.out,
+        shard: d.out_cpu,
+        kicked: d.out,
         kicked_mask: bss.synth_kicked[0],
         kick_pending: bss.kick_pending[0],
-        scanned: bss.dec_io.cnt[KICK_SCANNED],
-        kicks: bss.dec_io.cnt[KICK],
-        skipped: bss.dec_io.cnt[HIT_KICK_SKIP_REDUNDANT],
+        scanned: d.cnt[KICK_SCANNED],
+        kicks: d.cnt[KICK],
+        skipped: d.cnt[HIT_KICK_SKIP_REDUNDANT],
     }
 }
 
@@ -119,19 +111,13 @@ fn queue_tick_kicks_for_any_live_shard() {
 }
 
 /// One test_dispatch on CPU 1 (LLC 0): the step, the DSQ moves tried.
-fn dispatch(skel: &mut SisTestSkel<'_>, feat: u64, prev_queued: bool) -> (u32, u32) {
+fn dispatch(skel: &mut Rig<'_>, feat: u64, prev_queued: bool) -> (u32, u32) {
     let d = io(skel);
     d.feat = feat;
     d.cpu = 1;
     d.flag = prev_queued as u32;
     d.out = 99;
-    let ret = skel
-        .progs
-        .test_dispatch
-        .test_run(ProgramInput::default())
-        .expect("BPF_PROG_TEST_RUN test_dispatch")
-        .return_value;
-    assert_eq!(ret, 0);
+    run!(skel, test_dispatch);
     let d = io(skel);
     (d.out, d.probed)
 }
@@ -152,7 +138,7 @@ fn queue_dispatch_order() {
     let mut skel = machine(&mut obj);
     // `own`: tasks in LLC 0's queue, `other`: in LLC 1's; CPU 1 idle (idle_start set) or
     // not, kicked (its bit in the flag word, beside CPU 5's) or not
-    let set = |skel: &mut SisTestSkel<'_>, own: u32, other: u32, idle: bool, kicked: bool| {
+    let set = |skel: &mut Rig<'_>, own: u32, other: u32, idle: bool, kicked: bool| {
         let bss = skel.maps.bss_data.as_mut().unwrap();
         bss.llc_shards_used = 0;
         bss.steal_uncounted = 0;

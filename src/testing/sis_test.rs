@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::mem::MaybeUninit;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{OpenObject, ProgramInput};
+use libbpf_rs::OpenObject;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -26,6 +26,7 @@ use crate::sched::topology::{copy_same_c_type, CpuDesc, TopoDesc};
 use crate::testing::sis_model::{
     self, stat_name, Cpumask, Flips, Machine, Outcome, Wakeup, STAT_NR,
 };
+use crate::testing::test_intf;
 
 /// The host test object (src/bpf/testing/sis_test.bpf.c), also driven by calib_test.rs.
 pub(crate) mod skel {
@@ -85,17 +86,13 @@ fn run_bpf(bpf: &mut Bpf, m: &Machine, llc_ids: &[usize], w: &Wakeup) -> Outcome
     };
     // SAFETY: intf.h's struct sis_test_args, plain integers
     let ret = unsafe { run_with_ctx(&bpf.skel.progs.sis_test, &mut args) }.unwrap();
-    assert_eq!(ret, 0);
+    // counted in place: every counter in the row of the chosen CPU's LLC, none elsewhere
+    assert_eq!(ret, 0, "counters outside the row of the chosen CPU's LLC");
     assert!(
         args.cpu != -2 && args.recent_out != i32::MIN,
         "outputs not written"
     );
     let bss = bpf.skel.maps.bss_data.as_ref().expect("bss mmapped");
-    // counted in place: every counter in the row of the chosen CPU's LLC, none elsewhere
-    assert_eq!(
-        bss.stats_misplaced, 0,
-        "counters outside the row of the chosen CPU's LLC"
-    );
     let this = &bss.cpu_ctxs[w.this_cpu];
     Outcome {
         cpu: args.cpu as usize,
@@ -1080,22 +1077,20 @@ fn sis_harness_bitmaps_and_outputs() {
 /// One step of idle.bpf.h on cpu_ctxs[cpu]: `enter` is ops.update_idle(cpu, true), else a
 /// claim or the CPU's exit; the period's length it returned, and (idle_start, idle_ns).
 fn idle_step(bpf: &mut Bpf, cpu: usize, enter: bool, now: u64) -> (u64, (u64, u64)) {
-    let bss = bpf.skel.maps.bss_data.as_mut().expect("bss mmapped");
-    bss.idle_test_op = (!enter) as u32;
-    bss.idle_test_cpu = cpu as u32;
-    bss.idle_test_now = now;
-    bss.idle_test_ret = u64::MAX;
-    let ret = bpf
-        .skel
-        .progs
-        .idle_test
-        .test_run(ProgramInput::default())
-        .expect("BPF_PROG_TEST_RUN")
-        .return_value;
+    // SAFETY: test_intf.h's struct dec_io, plain integers: all zeros is a value
+    let mut io: test_intf::dec_io = unsafe { std::mem::zeroed() };
+    (io.flag, io.cpu, io.now, io.out_ns) = ((!enter) as u32, cpu as i32, now, u64::MAX);
+    // SAFETY: as above
+    let ret = unsafe { run_with_ctx(&bpf.skel.progs.idle_test, &mut io) }.unwrap();
     assert_eq!(ret, 0);
-    let bss = bpf.skel.maps.bss_data.as_ref().expect("bss mmapped");
-    let c = &bss.cpu_ctxs[cpu];
-    (bss.idle_test_ret, (c.idle_start, c.idle_ns))
+    let c = &bpf
+        .skel
+        .maps
+        .bss_data
+        .as_ref()
+        .expect("bss mmapped")
+        .cpu_ctxs[cpu];
+    (io.out_ns, (c.idle_start, c.idle_ns))
 }
 
 /// The idle time a claimed CPU stops accumulating at the claim: the claim closes the period

@@ -381,20 +381,10 @@ impl<'obj> CostBpf<'obj> {
         Ok(sum)
     }
 
-    /// One run of `placements`, in test runs of at most `self.chunk` (the first seeded with
-    /// `seed`, the next ones with seeds derived from it; a test run cannot be interrupted,
-    /// Ctrl-C takes effect between them), summed over them.
-    #[allow(clippy::too_many_arguments)]
-    fn run(
-        &mut self,
-        feat: u64,
-        placements: u32,
-        seed: u32,
-        harness_only: bool,
-        cold: bool,
-        omit: u32,
-        tick: bool,
-    ) -> Result<RunOut> {
+    /// One run of `placements` as `timed` says, in test runs of at most `self.chunk` (the
+    /// first seeded with `seed`, the next ones with seeds derived from it; a test run cannot
+    /// be interrupted, Ctrl-C takes effect between them), summed over them.
+    fn run(&mut self, timed: Timed, placements: u32, seed: u32) -> Result<RunOut> {
         let mut sum: Option<RunOut> = None;
         let mut left = placements;
         let mut i = 0u32;
@@ -418,7 +408,7 @@ impl<'obj> CostBpf<'obj> {
             } else {
                 seed ^ i.wrapping_mul(0x9e37_79b9)
             };
-            let o = self.test_run(feat, now, s, harness_only, cold, omit, tick)?;
+            let o = self.test_run(timed, now, s)?;
             sum = Some(match sum {
                 None => o,
                 Some(mut a) => {
@@ -432,32 +422,26 @@ impl<'obj> CostBpf<'obj> {
         sum.context("a run of no placements")
     }
 
-    /// One BPF_PROG_TEST_RUN: `placements` wake-ups, or as many ticks with `tick`.
-    #[allow(clippy::too_many_arguments)]
-    fn test_run(
-        &mut self,
-        feat: u64,
-        placements: u32,
-        seed: u32,
-        harness_only: bool,
-        cold: bool,
-        omit: u32,
-        tick: bool,
-    ) -> Result<RunOut> {
+    /// One BPF_PROG_TEST_RUN: `placements` wake-ups, or as many ticks with `timed.tick`.
+    fn test_run(&mut self, timed: Timed, placements: u32, seed: u32) -> Result<RunOut> {
         self.skel
             .maps
             .sis_features
-            .update(&0u32.to_ne_bytes(), &feat.to_ne_bytes(), MapFlags::ANY)
+            .update(
+                &0u32.to_ne_bytes(),
+                &timed.feat.to_ne_bytes(),
+                MapFlags::ANY,
+            )
             .context("setting the feature word")?;
         let before = self.stats()?;
         {
             let bss = self.skel.maps.bss_data.as_mut().context("no bss")?;
             bss.cost_cfg.nr_placements = placements;
             bss.cost_cfg.seed = seed;
-            bss.cost_cfg.harness_only = harness_only as u32;
-            bss.cost_cfg.cold = cold as u32;
-            bss.cost_cfg.omit = omit;
-            bss.cost_cfg.tick = tick as u32;
+            bss.cost_cfg.harness_only = timed.harness_only as u32;
+            bss.cost_cfg.cold = timed.cold as u32;
+            bss.cost_cfg.omit = timed.omit;
+            bss.cost_cfg.tick = timed.tick as u32;
             bss.cost_out.placements = 0;
         }
         let ret = self
@@ -493,6 +477,18 @@ impl<'obj> CostBpf<'obj> {
             hist: out.hist.to_vec(),
         })
     }
+}
+
+/// What a run times (cost.bpf.c's cost_cfg, with the feature word): the wake-up under
+/// `feat`, or the tick's kick with `tick`, or with `harness_only` the empty region alone;
+/// `cold` caches, the bookkeeping of `omit` (tool_intf.h's COST_OMIT_*) left out.
+#[derive(Clone, Copy)]
+struct Timed {
+    feat: u64,
+    harness_only: bool,
+    cold: bool,
+    omit: u32,
+    tick: bool,
 }
 
 /// What one run measured.
@@ -695,26 +691,24 @@ fn measure_case(bpf: &mut CostBpf<'_>, opts: &CostOpts, c: &Case, name: &str) ->
             .for_each(|l| l.nr_idle_scan = d);
         Ok((idle, d))
     };
+    let timed = |harness_only: bool, tick: bool| Timed {
+        feat: c.feat,
+        harness_only,
+        cold: opts.cold,
+        omit: c.omit,
+        tick,
+    };
     // warm-up: SIS_PROP's avg_scan_cost settles, code and data are cached
     let (idle, depth) = set(bpf, 0)?;
-    bpf.run(c.feat, opts.placements, 1, false, opts.cold, c.omit, false)?;
-    bpf.run(c.feat, opts.placements, 1, false, opts.cold, c.omit, true)?;
+    bpf.run(timed(false, false), opts.placements, 1)?;
+    bpf.run(timed(false, true), opts.placements, 1)?;
     let mut t = Tally::default();
     for r in 0..opts.runs {
         // each run its own busy CPUs; the empty region, the wake-up and the tick on them,
         // the clock's share subtracted from each
         set(bpf, 1 + r as u64)?;
-        let mut run = |harness: bool, tick: bool| {
-            bpf.run(
-                c.feat,
-                opts.placements,
-                2 + r,
-                harness,
-                opts.cold,
-                c.omit,
-                tick,
-            )
-        };
+        let mut run =
+            |harness: bool, tick: bool| bpf.run(timed(harness, tick), opts.placements, 2 + r);
         let h = run(true, false)?;
         let h = h.ns as f64 / h.placements as f64;
         t.harness.push(h);
@@ -972,6 +966,40 @@ pub struct LoaderRow {
     pub thread_cpu_p25: f64,
     pub thread_cpu_p75: f64,
     pub thread_cpu_pct: f64,
+}
+
+/// What each of `LoaderRow::figures` is, in its order: --loader's table's last column.
+const LOADER_FIGURES: [&str; 6] = [
+    "update, lines last written by the timing thread",
+    "update, lines last written by the writer on the other CPU",
+    "the wait's deadline to its return (timer slack included)",
+    "deadline to the end of the update",
+    "ns per CPU: the writer's first writes after an update (BPF's side)",
+    "the loader thread's own CPU time per interval (wait + update, CLOCK_THREAD_CPUTIME_ID)",
+];
+
+impl LoaderRow {
+    /// Each figure (`LOADER_FIGURES`): its name, the intervals it was timed over, and its
+    /// median, p25 and p75.
+    fn figures(&self) -> [(&'static str, u32, [f64; 3]); 6] {
+        let (hot, n) = (self.hot_intervals, self.intervals);
+        [
+            ("hot", hot, [self.hot_us, self.hot_p25, self.hot_p75]),
+            (
+                "update",
+                n,
+                [self.us_per_interval, self.us_p25, self.us_p75],
+            ),
+            ("wake", n, [self.wake_us, self.wake_p25, self.wake_p75]),
+            ("total", n, [self.total_us, self.total_p25, self.total_p75]),
+            ("bpf", n, [self.bpf_ns_per_cpu, self.bpf_p25, self.bpf_p75]),
+            (
+                "cpu",
+                n,
+                [self.thread_cpu_us, self.thread_cpu_p25, self.thread_cpu_p75],
+            ),
+        ]
+    }
 }
 
 /// The .bss lines both threads of `measure_loader` use; one at a time (they hand over
@@ -1394,48 +1422,10 @@ fn print_loader(r: &LoaderRow) {
         "# loader: {} CPUs in LLCs of {}, interval {} ms; µs per interval, median (p25..p75)",
         r.cpus, r.llc_weight, r.interval_ms
     );
-    let (hot, n) = (r.hot_intervals, r.intervals);
-    for (name, n, v, what) in [
-        (
-            "hot",
-            hot,
-            (r.hot_us, r.hot_p25, r.hot_p75),
-            "update, lines last written by the timing thread",
-        ),
-        (
-            "update",
-            n,
-            (r.us_per_interval, r.us_p25, r.us_p75),
-            "update, lines last written by the writer on the other CPU",
-        ),
-        (
-            "wake",
-            n,
-            (r.wake_us, r.wake_p25, r.wake_p75),
-            "the wait's deadline to its return (timer slack included)",
-        ),
-        (
-            "total",
-            n,
-            (r.total_us, r.total_p25, r.total_p75),
-            "deadline to the end of the update",
-        ),
-        (
-            "bpf",
-            n,
-            (r.bpf_ns_per_cpu, r.bpf_p25, r.bpf_p75),
-            "ns per CPU: the writer's first writes after an update (BPF's side)",
-        ),
-        (
-            "cpu",
-            n,
-            (r.thread_cpu_us, r.thread_cpu_p25, r.thread_cpu_p75),
-            "the loader thread's own CPU time per interval (wait + update, CLOCK_THREAD_CPUTIME_ID)",
-        ),
-    ] {
+    for ((name, n, v), what) in r.figures().into_iter().zip(LOADER_FIGURES) {
         println!(
             "{name:<8} {n:>6} {:>9.2} ({:.2}..{:.2})  {what}",
-            v.0, v.1, v.2
+            v[0], v[1], v[2]
         );
     }
     println!(
@@ -1762,30 +1752,29 @@ pub fn measure_contention(opts: &CostOpts) -> Result<Vec<ContRow>> {
     Ok(rows)
 }
 
+/// A measurement's result on stdout: JSON with --json, else the table `table` prints.
+fn emit<T: Serialize + ?Sized>(opts: &CostOpts, rows: &T, table: impl FnOnce(&T)) -> Result<()> {
+    if opts.json {
+        println!("{}", serde_json::to_string_pretty(rows)?);
+    } else {
+        table(rows);
+    }
+    Ok(())
+}
+
 pub fn cost_main(opts: &CostOpts) -> Result<()> {
     if opts.contention && (opts.loader || opts.plot.is_some()) {
         bail!("--contention measures alone: no --loader, no --plot");
     }
     if opts.contention {
         let rows = measure_contention(opts)?;
-        if opts.json {
-            println!("{}", serde_json::to_string_pretty(&rows)?);
-        } else {
-            print_contention(opts, &rows);
-        }
-        return Ok(());
+        return emit(opts, &rows, |rows| print_contention(opts, rows));
     }
     if opts.loader && opts.plot.is_some() {
         bail!("--plot draws the placement table; --loader has none to draw");
     }
     if opts.loader {
-        let r = measure_loader(opts)?;
-        if opts.json {
-            println!("{}", serde_json::to_string_pretty(&r)?);
-        } else {
-            print_loader(&r);
-        }
-        return Ok(());
+        return emit(opts, &measure_loader(opts)?, print_loader);
     }
     // a bad --plot fails now, not after the measuring
     let plot_out = opts
@@ -1797,9 +1786,7 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
     ctrlc::set_handler(|| STOP.store(true, Ordering::Relaxed))
         .context("installing the Ctrl-C handler")?;
     let rows = measure(opts, true)?;
-    if opts.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-    } else {
+    emit(opts, &rows, |rows| {
         println!(
             "# {} (kernel {}), {} runs of {} placements and as many ticks per case",
             cpu_model(),
@@ -1814,8 +1801,8 @@ pub fn cost_main(opts: &CostOpts) -> Result<()> {
              (its empty region: the clock column)"
         );
         println!("# not timed: {NOT_TIMED}");
-        print_table(&rows);
-    }
+        print_table(rows);
+    })?;
     if let Some(out) = &plot_out {
         let n = plot(&rows, out)?;
         eprintln!("placement-cost: wrote {} ({n} bytes)", out.path().display());
@@ -1863,16 +1850,11 @@ mod tests {
         assert_eq!((r.cpus, r.llc_weight, r.interval_ms), (64, 16, 1));
         assert_eq!((r.hot_intervals, r.intervals), (300, 50));
         assert_ne!(r.loader_cpu, r.writer_cpu);
-        for (name, v) in [
-            ("hot", (r.hot_p25, r.hot_us, r.hot_p75)),
-            ("update", (r.us_p25, r.us_per_interval, r.us_p75)),
-            ("wake", (r.wake_p25, r.wake_us, r.wake_p75)),
-            ("total", (r.total_p25, r.total_us, r.total_p75)),
-            ("bpf", (r.bpf_p25, r.bpf_ns_per_cpu, r.bpf_p75)),
-        ] {
+        // every figure but the thread's CPU time (below: it may read 0 at a clock's grain)
+        for (name, _, [med, p25, p75]) in &r.figures()[..5] {
             assert!(
-                v.0 > 0.0 && v.0 <= v.1 && v.1 <= v.2 && v.2.is_finite(),
-                "{name}: {v:?}"
+                *p25 > 0.0 && p25 <= med && med <= p75 && p75.is_finite(),
+                "{name}: {p25} {med} {p75}"
             );
         }
         assert!(

@@ -187,10 +187,7 @@ mod tests {
     use super::*;
 
     fn tmp() -> tempfile::TempDir {
-        tempfile::Builder::new()
-            .prefix("plot-test-")
-            .tempdir_in("/tmp")
-            .unwrap()
+        crate::tools::safe_io::test_dir("plot-test-")
     }
 
     #[test]

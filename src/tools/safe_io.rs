@@ -256,16 +256,23 @@ pub fn read_input_capped(path: &Path, what: &str, cap: u64) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// A fresh directory under /tmp for a tool's test, named `prefix`...: the tests of the
+/// tools that write and read as root (safe_io, plot).
+#[cfg(test)]
+pub(crate) fn test_dir(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/tmp")
+        .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
     fn tmp() -> tempfile::TempDir {
-        tempfile::Builder::new()
-            .prefix("safe-io-test-")
-            .tempdir_in("/tmp")
-            .unwrap()
+        test_dir("safe-io-test-")
     }
 
     /// A symlink planted at the output name is replaced, not written through; one planted

@@ -74,18 +74,12 @@ ok "features --preset bogus refused (exit $rc)"
 # --- behaviour under overload ------------------------------------------------------------
 # The load is heavy for an emulated guest: only the feature switches and the monitors run
 # while it lasts; every jq goes after it.
-ncpu=$(nproc)
 scx_sisutil features SIS_UTIL NO_SIS_PROP > /dev/null
-info "overload: stress-ng --cpu $((2 * ncpu)) + hackbench -g 1 -l 20 loop"
-setsid stress-ng --cpu $((2 * ncpu)) --timeout 600s > /tmp/stress.log 2>&1 &
-stress_pid=$!
-bg "$stress_pid"
-hackbench_bg -g 1 -l 20
 # stress-ng takes seconds (tens on a busy host) to start its workers under TCG: the phases
 # begin once all of them exist, so that every phase measures an overloaded guest (a phase
 # measured while they start would scan a half-idle machine and read as SIS_UTIL not
 # skipping). HANG_S is a hang guard, not a margin.
-stress_workers_up $((2 * ncpu)) "$stress_pid"
+overload_start
 sleep 2   # let the utilization filter see the load (32 ms half-life; plenty)
 
 # measure NAME FEATURES...: switch, then two 2-second monitor reports into /tmp/m_NAME.json.
@@ -100,7 +94,7 @@ measure none NO_SIS_UTIL NO_SIS_PROP
 measure sisprop NO_SIS_UTIL SIS_PROP
 scx_sisutil features SIS_UTIL NO_SIS_PROP > /dev/null
 
-kill -TERM -- "-$stress_pid"; wait "$stress_pid" 2>/dev/null || true
+overload_stress_stop
 # Under overload most policies never fire (no idle CPU anywhere): a fourth measurement with
 # hackbench alone and the default (patched) features gives their hit counters a chance.
 sleep 1

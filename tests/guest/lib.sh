@@ -381,6 +381,21 @@ stress_workers_up() {
   info "stress-ng workers seen (count@s):$STRESS_SEEN"
 }
 
+# overload_start: the overload of features.sh and shards.sh, stress-ng --cpu 2*nproc (in
+# a session of its own, led by OVERLOAD_PID) and one hackbench group (40 tasks) in a loop;
+# returns once all stress-ng workers are up (stress_workers_up). overload_stress_stop ends
+# the stress-ng session (the hackbench loop runs on: hackbench_bg_stop).
+overload_start() {
+  local n=$((2 * $(nproc)))
+  info "overload: stress-ng --cpu $n + hackbench -g 1 -l 20 loop"
+  setsid stress-ng --cpu "$n" --timeout 600s > /tmp/stress.log 2>&1 &
+  OVERLOAD_PID=$!
+  bg "$OVERLOAD_PID"
+  hackbench_bg -g 1 -l 20
+  stress_workers_up "$n" "$OVERLOAD_PID"
+}
+overload_stress_stop() { kill -TERM -- "-$OVERLOAD_PID"; wait "$OVERLOAD_PID" 2>/dev/null || true; }
+
 # hackbench_bg_running: wait until the background loop has completed a run (its tasks are
 # up and waking each other: under TCG the first run's 40 forks can take seconds), HANG_S
 # at most.

@@ -15,16 +15,10 @@ feature_state() { scx_sisutil features | awk -v n="$1" '$1 == n { print $2 }'; }
 sched_start /tmp/sched.log --shard-cpus 2
 expect_eq "LLC_SHARDS at start (off in every preset)" "$(feature_state LLC_SHARDS)" off
 
-ncpu=$(nproc)
-info "overload: stress-ng --cpu $((2 * ncpu)) + hackbench -g 1 -l 20 loop"
-setsid stress-ng --cpu $((2 * ncpu)) --timeout 600s > /tmp/stress.log 2>&1 &
-stress_pid=$!
-bg "$stress_pid"
-hackbench_bg -g 1 -l 20
 # The overload is the precondition of the dispatch_llc check (tasks queue in the LLC's DSQ
 # only when no CPU is idle): wait for all 2N stress-ng workers and hackbench's first run,
 # not a fixed 2 s (under TCG stress-ng took 16.2 s once to start its workers; HANG_S guard).
-stress_workers_up $((2 * ncpu)) "$stress_pid"
+overload_start
 hackbench_bg_running
 
 scx_sisutil features LLC_SHARDS > /dev/null
@@ -47,7 +41,7 @@ for _ in 1 2 3 4 5; do
 done
 sched_alive "after ten switches"
 
-kill -TERM -- "-$stress_pid"; wait "$stress_pid" 2>/dev/null || true
+overload_stress_stop
 hackbench_bg_stop
 on=$(json_sum /tmp/m_on.json dispatch_llc)
 awk_true "$on > 0" || fail "LLC_SHARDS on: dispatch_llc = $on"

@@ -30,6 +30,7 @@ PROD = [
     "src/bpf/ctx.bpf.h",
     "src/bpf/idle.bpf.h",
     "src/bpf/kick.bpf.h",
+    "src/bpf/knobs.bpf.h",
     "src/bpf/queue.bpf.h",
     "src/bpf/scx_prims.bpf.h",
     "src/bpf/shards.bpf.h",

@@ -4,20 +4,10 @@
 # same hackbench groups run back to back without sleeps: does the share of wake-ups read
 # at < 10 % utilization with no idle CPU depend on the bursts (the PELT-style filter
 # lagging each burst's start)?
-scx_sisutil >/tmp/sched.log 2>&1 &
-S=$!
-scx-wait enabled 30 || { cat /tmp/sched.log; exit 1; }
-sleep 2
+# shellcheck source=SCRIPTDIR/../calibrate-load.sh
+. "$(dirname "$0")/../calibrate-load.sh"
+sched_start
 scx_sisutil features SIS_UTIL NO_SIS_FIT >/dev/null
-bursty() {
-  while :; do
-    hackbench -g 1 -f 2 -l 300 >/dev/null 2>&1
-    sleep 0.3
-    hackbench -g 2 -f 10 -l 100 >/dev/null 2>&1
-    sleep 0.3
-    hackbench -g 4 -l 50 >/dev/null 2>&1
-  done
-}
 nosleep() {
   while :; do
     hackbench -g 1 -f 2 -l 300 >/dev/null 2>&1
@@ -40,4 +30,4 @@ for load in bursty nosleep steady; do
   echo "--- loadavg $(cat /proc/loadavg)"
   kill $L; sleep 1; killall hackbench 2>/dev/null; sleep 2
 done
-kill -INT $S; wait $S; echo "sched exit $?"
+sched_stop

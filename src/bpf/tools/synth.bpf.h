@@ -22,37 +22,11 @@
 #include <scx/common.bpf.h>
 #include "intf.h"
 #include "sis_ctx.bpf.h"
+#include "knobs.bpf.h"
 
-/* ---- the knobs: the scheduler's (scx_prims.bpf.h), writable between runs ---- */
+/* ---- the knobs: the scheduler's (knobs.bpf.h), writable between runs ---- */
 
-/* the machine's topology */
-struct sis_topo topo;
-/* imbalance_pct of the domains above SMT (wake_affine_weight()) */
-u64 imbalance_pct = DEFAULT_IMBALANCE_PCT;
-/* LLC_SHARDS: CPUs per shard */
-u32 shard_cpus = DEFAULT_SHARD_CPUS;
-/* the time slice, ns */
-u64 slice_ns = DEFAULT_SLICE_US * NSEC_PER_USEC;
-
-static __always_inline const volatile struct sis_topo *sis_topo(void)
-{
-	return &topo;
-}
-
-static __always_inline u64 sis_imbalance_pct(void)
-{
-	return imbalance_pct;
-}
-
-static __always_inline u32 sis_shard_cpus(void)
-{
-	return shard_cpus;
-}
-
-static __always_inline u64 sis_slice_ns(void)
-{
-	return slice_ns;
-}
+SIS_KNOBS()
 
 /* ---- the primitives ---- */
 
