@@ -284,14 +284,20 @@ mod tests {
         assert_eq!(w.wait(&mut clock), Wake::Requests(2));
         assert_eq!(w.wait(&mut clock), Wake::Interval(5 * S + 120));
 
-        // a real clock: a request sent from another thread meanwhile is seen, by the next
-        // interval at the latest, and the interval follows
+        // a real clock: a request sent from another thread during the sleep is seen when the
+        // sleep ends (the next interval at the latest), before that interval. Margin: the
+        // thread sends 20 ms into a 1 s interval, so it has 980 ms to be scheduled (with a
+        // 30 ms interval and no delay this failed once at host load 3.8: the sender ran
+        // after the deadline and the interval came first)
         let (tx, rx) = crossbeam::channel::unbounded();
-        let mut w = IntervalWait::new(Duration::from_millis(30), Some(rx));
+        let mut w = IntervalWait::new(Duration::from_millis(1000), Some(rx));
         let mut clock = crate::sched::clock::monotonic_ns;
         assert!(matches!(w.wait(&mut clock), Wake::Interval(_)));
         let due = w.deadline();
-        std::thread::spawn(move || tx.send(()).unwrap());
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            tx.send(()).unwrap()
+        });
         assert_eq!(w.wait(&mut clock), Wake::Requests(1));
         assert!(matches!(w.wait(&mut clock), Wake::Interval(t) if t >= due));
     }
