@@ -38,6 +38,8 @@ case "$scen" in hogs20|bg19|pinned) ;; *) fail "unknown scenario '$scen' (hogs20
 if [ "$sched" = eevdf ]; then sched=none; fi
 ncpu=$(nproc)
 hogs=$((2 * ncpu))
+# the load's stress-ng --timeout: a hang guard only (the load is killed after the tracer's window)
+load_guard=$((secs + 900))
 # peer: another sched_ext scheduler, measured only
 peer=
 case "$sched" in
@@ -102,19 +104,19 @@ rm -f /tmp/fair-stop
 renice -20 -p $$ > /dev/null
 case "$scen" in
   hogs20)
-    stress-ng --cpu "$hogs" --timeout "${secs}s" > /dev/null 2>&1 & bg $!
+    stress-ng --cpu "$hogs" --timeout "${load_guard}s" > /dev/null 2>&1 & bg $!
     hackbench -g 4 -l 100000000 > /dev/null 2>&1 & bg $!
-    spawn_at_nice 0 stress-ng --cpu 4 --timeout "${secs}s" > /dev/null 2>&1; bg $!
+    spawn_at_nice 0 stress-ng --cpu 4 --timeout "${load_guard}s" > /dev/null 2>&1; bg $!
     (renice 0 -p "$BASHPID" > /dev/null; sleeper) & bg $!
     ;;
   bg19)
-    spawn_at_nice 19 stress-ng --cpu "$hogs" --timeout "${secs}s" > /dev/null 2>&1; bg $!
+    spawn_at_nice 19 stress-ng --cpu "$hogs" --timeout "${load_guard}s" > /dev/null 2>&1; bg $!
     spawn_at_nice 0 hackbench -g 2 -l 100000000 > /dev/null 2>&1; bg $!
     (renice 0 -p "$BASHPID" > /dev/null; sleeper) & bg $!
     ;;
   pinned)
     for c in $(seq 0 $((ncpu - 1))); do
-      taskset -c "$c" stress-ng --cpu 2 --timeout "${secs}s" > /dev/null 2>&1 & bg $!
+      taskset -c "$c" stress-ng --cpu 2 --timeout "${load_guard}s" > /dev/null 2>&1 & bg $!
     done
     spawn_at_nice 0 hackbench -g 2 -l 100000000 > /dev/null 2>&1; bg $!
     (renice 0 -p "$BASHPID" > /dev/null; sleeper) & bg $!
@@ -123,6 +125,12 @@ case "$scen" in
 esac
 info "load $scen started: $hogs hogs on $ncpu CPUs"
 renice 0 -p $$ > /dev/null
+# The premise is sampled once the hogs are up: under TCG at host load 9-13, stress-ng took
+# tens of seconds to fork 32 workers, and 3 of a run's 4 samples were taken meanwhile (9-25
+# runnable on 16 CPUs; median 1.56 per CPU: the check failed though the load then ran). The
+# hogs run until they are killed after the tracer's window (--timeout above is a hang guard,
+# load_guard s: a --timeout of secs ran out before a slow guest had forked them all).
+stress_workers_up "$hogs"
 
 # Runnable tasks (/proc/loadavg's nr_running over all CPUs, the sampler included) every 2 s
 # until 5 s before the load's end, at nice -20 like the tracer: a nice-0 sampler can wait
