@@ -146,7 +146,7 @@ fn run_topology(skel: &mut SisTestSkel<'_>, desc: &TopoDesc, seed: u64, n: usize
             cpu: -2,
             ..Default::default()
         };
-        // SAFETY: intf.h's struct sis_test_args, plain integers
+        // SAFETY: tool_intf.h's struct sis_test_args, plain integers
         let ret = unsafe { run_with_ctx(&skel.progs.sis_test, &mut args) }.unwrap();
         assert_eq!(ret, 0);
         skel.progs
@@ -213,7 +213,7 @@ fn run_topology(skel: &mut SisTestSkel<'_>, desc: &TopoDesc, seed: u64, n: usize
         allowed: words(&(0..MAX_CPUS).collect::<Vec<_>>()),
         ..Default::default()
     };
-    // SAFETY: intf.h's struct sis_test_args, plain integers
+    // SAFETY: tool_intf.h's struct sis_test_args, plain integers
     unsafe { run_with_ctx(&skel.progs.sis_test, &mut args) }.unwrap();
     skel.progs
         .calib_test_flush
