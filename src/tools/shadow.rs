@@ -14,7 +14,7 @@
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, OpenObject, PerfBufferBuilder, ProgramInput};
+use libbpf_rs::{MapCore, OpenObject, PerfBufferBuilder};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bpf_intf as bi;
+use crate::sched::bpf_maps::run_once;
 use crate::sched::features;
 use crate::sched::opts::DEFAULT_IMBALANCE_PCT;
 use crate::sched::sis_fit::FitRow;
@@ -952,13 +953,7 @@ impl Replay<'_> {
                 );
             }
             bss.replay_nr_jobs = part.len() as u32;
-            let ret = self
-                .skel
-                .progs
-                .replay_batch
-                .test_run(ProgramInput::default())
-                .context("BPF_PROG_TEST_RUN of the replay")?
-                .return_value;
+            let ret = run_once(&self.skel.progs.replay_batch)?;
             let bss = self.skel.maps.bss_data.as_ref().context("no bss")?;
             if ret != 0 || bss.replay_done as usize != part.len() {
                 bail!(
@@ -1282,6 +1277,24 @@ impl ReportOpts {
             sis_fit,
             plot_out,
         })
+    }
+
+    /// The report `rep` on stdout, one JSON line (`json`) or `table`'s text, then the plot of
+    /// `plotted` (--plot), titled `title`.
+    fn show<R: serde::Serialize, P: serde::Serialize + ?Sized>(
+        &self,
+        json: bool,
+        rep: &R,
+        table: fn(&R),
+        plotted: &P,
+        title: &str,
+    ) -> Result<()> {
+        if json {
+            println!("{}", serde_json::to_string(rep)?);
+        } else {
+            table(rep);
+        }
+        self.plot(plotted, title)
     }
 
     /// The plot of `rep` (--plot), titled `title`.
@@ -1733,16 +1746,11 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     if let Some(out) = record_out {
         out.write(&rep, &desc, feat, &rec.recs, opts.comm)?;
     }
-    if opts.json {
-        println!("{}", serde_json::to_string(&rep)?);
-    } else {
-        print_table(&rep);
-    }
     let title = format!(
         "shadow: {} ({} compared wake-ups, {:.1} % agreement)",
         rep.kernel, rep.compared, rep.agreement_pct
     );
-    ro.plot(&rep, &title)
+    ro.show(opts.json, &rep, print_table, &rep, &title)
 }
 
 /// The live run's report: the recording `rec` replayed under every policy row (and the
