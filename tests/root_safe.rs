@@ -9,6 +9,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -127,14 +129,8 @@ fn bench_refuses_a_foreign_or_symlinked_directory_and_a_fifo_log() {
         (&fifo_dir, "not a regular file"),
     ] {
         let t = std::time::Instant::now();
-        let res = Command::new("timeout")
-            .args([
-                "-k",
-                "5",
-                "30",
-                repo().join("tools/bench").to_str().unwrap(),
-                "--from-raw",
-            ])
+        let res = common::timeout(30, repo().join("tools/bench"))
+            .arg("--from-raw")
             .arg(dir)
             .current_dir(repo())
             .env_remove("SUDO_UID")

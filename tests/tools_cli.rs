@@ -4,6 +4,8 @@
 
 use std::process::Command;
 
+mod common;
+
 fn run(args: &[&str]) -> (bool, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_scx_sisutil"))
         .args(args)
@@ -172,16 +174,8 @@ fn monitor_ends_on_hostile_stats_servers_with_one_line() {
     for (name, path, want) in cases {
         let t = std::time::Instant::now();
         // -k: a monitor that ignores the SIGTERM (no flag check) is killed, not waited on
-        let o = Command::new("timeout")
-            .args([
-                "-k",
-                "5",
-                "15",
-                env!("CARGO_BIN_EXE_scx_sisutil"),
-                "monitor",
-                "--stats-timeout",
-                "2",
-            ])
+        let o = common::timeout(15, env!("CARGO_BIN_EXE_scx_sisutil"))
+            .args(["monitor", "--stats-timeout", "2"])
             .arg("--stats-socket")
             .arg(&path)
             .output()

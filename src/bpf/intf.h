@@ -347,40 +347,4 @@ struct lat_hist {
 	u64 max_pid;
 };
 
-/*
- * Argument of the host test program (SEC("syscall"), BPF_PROG_TEST_RUN): one
- * select_task_rq_fair() wake-up on a synthetic state. The per-LLC and
- * per-CPU state (llc_ctxs, cpu_ctxs: SIS_UTIL depth, has_idle_cores, SIS_PROP
- * averages, loads) and the runqueue lengths are the test object's .bss,
- * written by the test like the scheduler's are by the loader and BPF.
- */
-struct sis_test_args {
-	/* in */
-	u64 features;
-	s32 prev;
-	s32 this_cpu;		/* the waker's CPU */
-	u32 sync;		/* WF_SYNC */
-	s32 recent;		/* p->recent_used_cpu, -1 none */
-	u32 wakee_id;		/* p, as current->last_wakee sees it */
-	u32 pcpu_kthread;	/* is_per_cpu_kthread(current) && in_task() */
-	s32 waker_last_wakee;	/* current->last_wakee */
-	u32 waker_flips;	/* current->wakee_flips */
-	u64 waker_decay_ts;	/* current->wakee_flip_decay_ts */
-	u32 wakee_flips;	/* p->wakee_flips */
-	u32 hz;
-	u64 jiffies;
-	u64 waker_load;		/* task_h_load(current) */
-	u64 wakee_load;		/* task_h_load(p) */
-	u64 imbalance_pct;	/* of a non-SMT domain */
-	u64 idle[MAX_CPUS / 64];	/* idle CPUs */
-	u64 allowed[MAX_CPUS / 64];	/* p->cpus_ptr */
-	/* out */
-	s32 cpu;		/* chosen CPU */
-	s32 recent_out;		/* recent_used_cpu after the call */
-	s32 waker_last_wakee_out;
-	u32 waker_flips_out;
-	u64 waker_decay_ts_out;
-	u64 cnt[STAT_NR];
-};
-
 #endif /* __SISUTIL_INTF_H */

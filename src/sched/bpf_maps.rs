@@ -88,10 +88,20 @@ pub unsafe fn run_with_ctx<T>(prog: &libbpf_rs::ProgramMut<'_>, ctx: &mut T) -> 
         context_in: Some(bytes),
         ..Default::default()
     };
-    Ok(prog
+    run_input(prog, input)
+}
+
+/// One BPF_PROG_TEST_RUN of `prog` with no context (its inputs and outputs in its object's
+/// .bss, as placement-cost's and shadow's replay's): its return value.
+pub fn run_once(prog: &libbpf_rs::ProgramMut<'_>) -> Result<u32> {
+    run_input(prog, libbpf_rs::ProgramInput::default())
+}
+
+fn run_input(prog: &libbpf_rs::ProgramMut<'_>, input: libbpf_rs::ProgramInput) -> Result<u32> {
+    let run = prog
         .test_run(input)
-        .context("BPF_PROG_TEST_RUN")?
-        .return_value)
+        .with_context(|| format!("BPF_PROG_TEST_RUN of {}", prog.name().to_string_lossy()))?;
+    Ok(run.return_value)
 }
 
 /// A map value as native-endian u64 words (a trailing partial word is dropped).

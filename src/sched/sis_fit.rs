@@ -11,6 +11,7 @@ use libbpf_rs::{MapCore, MapFlags};
 use crate::bpf_intf as bi;
 use crate::bpf_skel::BpfSkel;
 use crate::sched::bpf_maps::MappedWords;
+use crate::sched::stats::add_fields;
 
 pub const BUCKETS: usize = bi::calib_consts_CALIB_BUCKETS as usize;
 pub const EXACT: usize = bi::calib_consts_CALIB_EXACT as usize;
@@ -65,13 +66,7 @@ impl Eq for Rec {}
 
 impl Rec {
     pub fn add(&mut self, o: &Rec) {
-        self.wakeups += o.wakeups;
-        self.depth_sum += o.depth_sum;
-        self.found += o.found;
-        self.missed += o.missed;
-        self.wasted += o.wasted;
-        self.no_idle += o.no_idle;
-        self.skipped += o.skipped;
+        add_fields!(self, o; wakeups, depth_sum, found, missed, wasted, no_idle, skipped);
         for (a, b) in self.hist.iter_mut().zip(o.hist.iter()) {
             *a += b;
         }

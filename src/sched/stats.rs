@@ -957,6 +957,15 @@ pub fn monitor(opts: &MonitorOpts, shutdown: &dyn Fn() -> bool) -> Result<()> {
     Ok(())
 }
 
+/// `to.f += from.f` for each field `f` named: a record's counters summed field by field (one
+/// line for a struct of counts, as `Metrics::delta()` is one for the reports).
+macro_rules! add_fields {
+    ($to:expr, $from:expr; $($f:ident),+ $(,)?) => {
+        $($to.$f += $from.$f;)+
+    };
+}
+pub(crate) use add_fields;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,12 +8,11 @@
 
 use std::mem::MaybeUninit;
 
-use libbpf_rs::ProgramInput;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::bpf_intf as bi;
-use crate::sched::bpf_maps::run_with_ctx;
+use crate::sched::bpf_maps::{run_once, run_with_ctx};
 use crate::sched::features::bit;
 use crate::sched::sis_fit::{Rec, BUCKETS};
 use crate::sched::topology::{copy_same_c_type, TopoDesc};
@@ -146,13 +145,10 @@ fn run_topology(skel: &mut SisTestSkel<'_>, desc: &TopoDesc, seed: u64, n: usize
             cpu: -2,
             ..Default::default()
         };
-        // SAFETY: intf.h's struct sis_test_args, plain integers
+        // SAFETY: tool_intf.h's struct sis_test_args, plain integers
         let ret = unsafe { run_with_ctx(&skel.progs.sis_test, &mut args) }.unwrap();
         assert_eq!(ret, 0);
-        skel.progs
-            .calib_test_flush
-            .test_run(ProgramInput::default())
-            .expect("BPF_PROG_TEST_RUN calib_test_flush");
+        run_once(&skel.progs.calib_test_flush).unwrap();
 
         // the reference: for_each_cpu_wrap(cpu, span & allowed, target + 1), CPU by CPU
         let pos = span.iter().position(|&c| c == target).unwrap();
@@ -213,12 +209,9 @@ fn run_topology(skel: &mut SisTestSkel<'_>, desc: &TopoDesc, seed: u64, n: usize
         allowed: words(&(0..MAX_CPUS).collect::<Vec<_>>()),
         ..Default::default()
     };
-    // SAFETY: intf.h's struct sis_test_args, plain integers
+    // SAFETY: tool_intf.h's struct sis_test_args, plain integers
     unsafe { run_with_ctx(&skel.progs.sis_test, &mut args) }.unwrap();
-    skel.progs
-        .calib_test_flush
-        .test_run(ProgramInput::default())
-        .expect("BPF_PROG_TEST_RUN calib_test_flush");
+    run_once(&skel.progs.calib_test_flush).unwrap();
     assert_eq!(read_recs(skel, nrec), want, "recorded with calib_on = 0");
     (states, full_misses)
 }

@@ -84,7 +84,7 @@ fn run_bpf(bpf: &mut Bpf, m: &Machine, llc_ids: &[usize], w: &Wakeup) -> Outcome
         cnt: [u64::MAX; STAT_NR],
         ..Default::default()
     };
-    // SAFETY: intf.h's struct sis_test_args, plain integers
+    // SAFETY: tool_intf.h's struct sis_test_args, plain integers
     let ret = unsafe { run_with_ctx(&bpf.skel.progs.sis_test, &mut args) }.unwrap();
     // counted in place: every counter in the row of the chosen CPU's LLC, none elsewhere
     assert_eq!(ret, 0, "counters outside the row of the chosen CPU's LLC");
@@ -119,7 +119,7 @@ fn run_bpf(bpf: &mut Bpf, m: &Machine, llc_ids: &[usize], w: &Wakeup) -> Outcome
 pub(crate) fn load_skel(obj: &mut MaybeUninit<OpenObject>) -> SisTestSkel<'_> {
     assert_eq!(
         std::mem::size_of::<types::sis_test_args>(),
-        std::mem::size_of::<bi::sis_test_args>()
+        std::mem::size_of::<crate::tools::tool_intf::sis_test_args>()
     );
     // the verifier's log goes to stderr when a load fails
     libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Warn, |_, msg| {

@@ -19,7 +19,7 @@
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, OpenObject, ProgramInput};
+use libbpf_rs::{MapCore, MapFlags, OpenObject};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -30,9 +30,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::bpf_intf as bi;
+use crate::sched::bpf_maps::run_once;
 use crate::sched::features::{self, Preset};
 use crate::sched::opts::DEFAULT_IMBALANCE_PCT;
 use crate::sched::sis_util_depth::{sum_util_for_pct, DepthRules};
+use crate::sched::stats::add_fields;
 use crate::sched::topology::{copy_same_c_type, TopoDesc};
 use crate::tools::tool_intf as ti;
 
@@ -444,13 +446,7 @@ impl<'obj> CostBpf<'obj> {
             bss.cost_cfg.tick = timed.tick as u32;
             bss.cost_out.placements = 0;
         }
-        let ret = self
-            .skel
-            .progs
-            .placement_cost
-            .test_run(ProgramInput::default())
-            .context("BPF_PROG_TEST_RUN")?
-            .return_value;
+        let ret = run_once(&self.skel.progs.placement_cost)?;
         if ret != 0 {
             bail!("the placement-cost program refused its configuration ({ret})");
         }
@@ -507,11 +503,7 @@ struct RunOut {
 impl RunOut {
     /// Another test run of the same run added in.
     fn add(&mut self, o: &RunOut) {
-        self.ns += o.ns;
-        self.placements += o.placements;
-        self.direct += o.direct;
-        self.searched += o.searched;
-        self.word_tests += o.word_tests;
+        add_fields!(self, o; ns, placements, direct, searched, word_tests);
         self.cnt.iter_mut().zip(&o.cnt).for_each(|(a, b)| *a += b);
         self.hist
             .iter_mut()
@@ -1911,13 +1903,7 @@ mod tests {
             bss.wa_mask = mask;
             bss.wa_weight = weight;
             bss.wa_out = [u64::MAX; bi::sis_consts_MAX_CPUS as usize / 64];
-            let ret = bpf
-                .skel
-                .progs
-                .wake_allowed_test
-                .test_run(ProgramInput::default())
-                .unwrap()
-                .return_value;
+            let ret = run_once(&bpf.skel.progs.wake_allowed_test).unwrap();
             assert_eq!(ret, 0);
             let got = bpf.skel.maps.bss_data.as_ref().unwrap().wa_out;
             assert_eq!(got, want, "weight {weight}");

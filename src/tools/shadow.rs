@@ -14,7 +14,7 @@
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, OpenObject, PerfBufferBuilder, ProgramInput};
+use libbpf_rs::{MapCore, OpenObject, PerfBufferBuilder};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bpf_intf as bi;
+use crate::sched::bpf_maps::run_once;
 use crate::sched::features;
 use crate::sched::opts::DEFAULT_IMBALANCE_PCT;
 use crate::sched::sis_fit::FitRow;
@@ -952,13 +953,7 @@ impl Replay<'_> {
                 );
             }
             bss.replay_nr_jobs = part.len() as u32;
-            let ret = self
-                .skel
-                .progs
-                .replay_batch
-                .test_run(ProgramInput::default())
-                .context("BPF_PROG_TEST_RUN of the replay")?
-                .return_value;
+            let ret = run_once(&self.skel.progs.replay_batch)?;
             let bss = self.skel.maps.bss_data.as_ref().context("no bss")?;
             if ret != 0 || bss.replay_done as usize != part.len() {
                 bail!(
@@ -1282,6 +1277,24 @@ impl ReportOpts {
             sis_fit,
             plot_out,
         })
+    }
+
+    /// The report `rep` on stdout, one JSON line (`json`) or `table`'s text, then the plot of
+    /// `plotted` (--plot), titled `title`.
+    fn show<R: serde::Serialize, P: serde::Serialize + ?Sized>(
+        &self,
+        json: bool,
+        rep: &R,
+        table: fn(&R),
+        plotted: &P,
+        title: &str,
+    ) -> Result<()> {
+        if json {
+            println!("{}", serde_json::to_string(rep)?);
+        } else {
+            table(rep);
+        }
+        self.plot(plotted, title)
     }
 
     /// The plot of `rep` (--plot), titled `title`.
@@ -1733,16 +1746,11 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     if let Some(out) = record_out {
         out.write(&rep, &desc, feat, &rec.recs, opts.comm)?;
     }
-    if opts.json {
-        println!("{}", serde_json::to_string(&rep)?);
-    } else {
-        print_table(&rep);
-    }
     let title = format!(
         "shadow: {} ({} compared wake-ups, {:.1} % agreement)",
         rep.kernel, rep.compared, rep.agreement_pct
     );
-    ro.plot(&rep, &title)
+    ro.show(opts.json, &rep, print_table, &rep, &title)
 }
 
 /// The live run's report: the recording `rec` replayed under every policy row (and the
@@ -2211,6 +2219,44 @@ mod tests {
         assert_eq!(analyse_one(&t, r).agreed, 1);
     }
 
+    /// Two threads that wake each other over a unix socket pair until `stop`: `sisut_ping`
+    /// writes a byte and waits for `sisut_pong`'s echo, `pause` between rounds (with WF_SYNC:
+    /// sock_def_readable() wakes through __wake_up_sync_key()).
+    fn ping_pong(stop: &Arc<AtomicBool>, pause: Duration) -> [std::thread::JoinHandle<()>; 2] {
+        use std::io::{Read, Write};
+        let (mut x, mut y) = std::os::unix::net::UnixStream::pair().unwrap();
+        let stop = stop.clone();
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(f)
+                .unwrap()
+        };
+        let ping = move || {
+            let mut buf = [0u8; 1];
+            while !stop.load(Ordering::Relaxed) {
+                if x.write_all(&[1]).is_err() || x.read_exact(&mut buf).is_err() {
+                    break;
+                }
+                if !pause.is_zero() {
+                    std::thread::sleep(pause);
+                }
+            }
+        };
+        let pong = move || {
+            let mut buf = [0u8; 1];
+            while y.read_exact(&mut buf).is_ok() {
+                if y.write_all(&buf).is_err() {
+                    break;
+                }
+            }
+        };
+        [
+            spawn("sisut_ping", Box::new(ping)),
+            spawn("sisut_pong", Box::new(pong)),
+        ]
+    }
+
     /// The tracepoint attachment on this host (root, tp_btf; no sched_ext attached): two
     /// threads that wake each other over a unix socket pair (sock_def_readable() wakes with
     /// WF_SYNC, through __wake_up_sync_key()) while it records for 1 s. Every record must
@@ -2220,29 +2266,10 @@ mod tests {
     // long: one scenario on this host (two threads waking each other, the tracer, every check
     // on its records); its steps share the threads and the recording
     fn shadow_tracepoint_records_this_host() {
-        use std::io::{Read, Write};
-        use std::os::unix::net::UnixStream;
         let t = scx_utils::Topology::new().unwrap();
         let topo = TopoDesc::from_scx(&t).build().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let (mut x, mut y) = UnixStream::pair().unwrap();
-        let s2 = stop.clone();
-        let a = std::thread::spawn(move || {
-            let mut buf = [0u8; 1];
-            while !s2.load(Ordering::Relaxed) {
-                if x.write_all(&[1]).is_err() || x.read_exact(&mut buf).is_err() {
-                    break;
-                }
-            }
-        });
-        let b = std::thread::spawn(move || {
-            let mut buf = [0u8; 1];
-            while y.read_exact(&mut buf).is_ok() {
-                if y.write_all(&buf).is_err() {
-                    break;
-                }
-            }
-        });
+        let [a, b] = ping_pong(&stop, Duration::ZERO);
         let never = Arc::new(AtomicBool::new(false));
         let sync_of = |rec: &Recording| rec.recs.iter().filter(|r| r.sync != 0).count();
         // The floors below count live wake-ups, so the sample is bounded by its size, not by
@@ -2265,8 +2292,9 @@ mod tests {
             secs *= 2;
         };
         stop.store(true, Ordering::Relaxed);
-        a.join().unwrap();
-        b.join().unwrap();
+        for h in [a, b] {
+            h.join().unwrap();
+        }
         assert_eq!(rec.attach, "tracepoint");
         assert!(
             rec.recs.len() >= MIN_RECS,
@@ -2367,50 +2395,19 @@ mod tests {
     // long: a native test, two workloads (socket and nanosleep wake-ups) traced at once and
     // checked on the same records; its steps share the threads and the recording
     fn shadow_in_task_read_on_this_host() {
-        use std::io::{Read, Write};
-        use std::os::unix::net::UnixStream;
         let t = scx_utils::Topology::new().unwrap();
         let topo = TopoDesc::from_scx(&t).build().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let (mut x, mut y) = UnixStream::pair().unwrap();
-        let (s1, s2) = (stop.clone(), stop.clone());
-        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new()
-                .name(name.into())
-                .spawn(f)
-                .unwrap()
-        };
-        let a = spawn(
-            "sisut_ping",
-            Box::new(move || {
-                let mut buf = [0u8; 1];
-                while !s1.load(Ordering::Relaxed) {
-                    if x.write_all(&[1]).is_err() || x.read_exact(&mut buf).is_err() {
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_micros(50));
-                }
-            }),
-        );
-        let b = spawn(
-            "sisut_pong",
-            Box::new(move || {
-                let mut buf = [0u8; 1];
-                while y.read_exact(&mut buf).is_ok() {
-                    if y.write_all(&buf).is_err() {
-                        break;
-                    }
-                }
-            }),
-        );
-        let c = spawn(
-            "sisut_nap",
-            Box::new(move || {
+        let [a, b] = ping_pong(&stop, Duration::from_micros(50));
+        let s2 = stop.clone();
+        let c = std::thread::Builder::new()
+            .name("sisut_nap".into())
+            .spawn(move || {
                 while !s2.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_micros(300));
                 }
-            }),
-        );
+            })
+            .unwrap();
         let never = Arc::new(AtomicBool::new(false));
         let rec = record(&topo, 2, &[Attach::Tracepoint], &never, true).expect("tracepoint");
         stop.store(true, Ordering::Relaxed);

@@ -29,6 +29,7 @@ use super::{
 };
 use crate::sched::features;
 use crate::sched::sis_fit::FitRow;
+use crate::sched::stats::add_fields;
 use crate::sched::topology::{CpuDesc, TopoDesc};
 
 /// The format's name and the one version this build reads and writes.
@@ -563,18 +564,23 @@ fn add_map(to: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
 }
 
 impl Acc {
-    fn add_analysis(&mut self, a: &Analysis, n: usize) {
-        self.records += n as u64;
-        self.compared += a.compared;
-        self.racy += a.racy;
-        self.agreed += a.agreed;
-        self.current += a.current_cpu;
-        self.idle_available += a.idle_available;
-        add_map(&mut self.dis, &a.disagreements);
-        add_map(&mut self.undecided, &a.undecided);
+    /// The sums of one chunk of `n` records, analysed as `a`.
+    fn of(a: &Analysis, n: usize) -> Acc {
+        let mut acc = Acc {
+            records: n as u64,
+            compared: a.compared,
+            racy: a.racy,
+            agreed: a.agreed,
+            current: a.current_cpu,
+            idle_available: a.idle_available,
+            dis: a.disagreements.clone(),
+            undecided: a.undecided.clone(),
+            ..Acc::default()
+        };
         for p in &a.policies {
-            self.add_policy(p);
+            acc.add_policy(p);
         }
+        acc
     }
 
     fn add_policy(&mut self, p: &PolicyRow) {
@@ -585,41 +591,40 @@ impl Acc {
             (p.idle_found_pct * n / 100.0).round() as u64,
             (p.same_as_kernel_pct * n / 100.0).round() as u64,
         );
-        match self.pol.iter_mut().find(|q| q.0 == p.policy) {
+        self.add_sums(&(
+            p.policy.clone(),
+            p.features.clone(),
+            p.wakeups,
+            scanned,
+            idle,
+            same,
+        ));
+    }
+
+    /// A policy's raw sums `s` (as `pol` holds them) added to its row, or a new row.
+    fn add_sums(&mut self, s: &(String, String, u64, u64, u64, u64)) {
+        match self.pol.iter_mut().find(|q| q.0 == s.0) {
             Some(q) => {
-                if q.1 != p.features {
+                if q.1 != s.1 {
                     q.1 = "per file".into();
                 }
-                q.2 += p.wakeups;
-                q.3 += scanned;
-                q.4 += idle;
-                q.5 += same;
+                q.2 += s.2;
+                q.3 += s.3;
+                q.4 += s.4;
+                q.5 += s.5;
             }
-            None => self.pol.push((
-                p.policy.clone(),
-                p.features.clone(),
-                p.wakeups,
-                scanned,
-                idle,
-                same,
-            )),
+            None => self.pol.push(s.clone()),
         }
     }
 
     fn add(&mut self, o: &Acc) {
-        self.records += o.records;
-        self.compared += o.compared;
-        self.racy += o.racy;
-        self.agreed += o.agreed;
-        self.current += o.current;
-        self.idle_available += o.idle_available;
+        add_fields!(self, o; records, compared, racy, agreed, current, idle_available);
         add_map(&mut self.dis, &o.dis);
         add_map(&mut self.undecided, &o.undecided);
-        for p in o.policy_rows() {
-            self.add_policy(&p);
+        for s in &o.pol {
+            self.add_sums(s);
         }
-        self.m_compared += o.m_compared;
-        self.m_agreed += o.m_agreed;
+        add_fields!(self, o; m_compared, m_agreed);
         add_map(&mut self.m_dis, &o.m_dis);
     }
 
@@ -733,7 +738,7 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
             parse_chunk(path, first, &buf, &mut recs)?;
             done = Some(buf);
             let a = analyse_with(&mut rp, &recs, feat, &policies, args.dump, None)?;
-            acc.add_analysis(&a, recs.len());
+            acc.add(&Acc::of(&a, recs.len()));
             if let Some(m) = mrp.as_mut() {
                 let b = analyse_with(m, &recs, feat, &[], false, Some(&a.racy_mask))?;
                 acc.m_compared += b.compared;
@@ -913,42 +918,31 @@ fn print_replay(r: &ReplayReport) {
         "{:<w$} {:<16} {:<24} {:<10} {:>9} {:>9} {:>8} {:>9}",
         "file", "host", "kernel", "attach", "records", "compared", "racy", "agreed%"
     );
-    for f in &r.files {
-        let m = f
-            .report
-            .mutant
+    // a row: file, host, kernel, attachment; records, compared, racy; agreement; the mutant's
+    let row = |s: [&str; 4], n: [u64; 3], pct: f64, mutant: &Option<super::Mutant>| {
+        let m = mutant
             .as_ref()
             .map(|m| format!("  (mutant {:.2} %)", m.agreement_pct))
             .unwrap_or_default();
         println!(
-            "{:<w$} {:<16} {:<24} {:<10} {:>9} {:>9} {:>8} {:>9.2}{m}",
-            f.file,
-            f.host,
-            f.report.kernel,
-            f.report.attach,
-            f.records,
-            f.report.compared,
-            f.report.racy,
-            f.report.agreement_pct
+            "{:<w$} {:<16} {:<24} {:<10} {:>9} {:>9} {:>8} {pct:>9.2}{m}",
+            s[0], s[1], s[2], s[3], n[0], n[1], n[2]
+        );
+    };
+    for f in &r.files {
+        let rep = &f.report;
+        let s = [f.file.as_str(), &f.host, &rep.kernel, &rep.attach];
+        row(
+            s,
+            [f.records, rep.compared, rep.racy],
+            rep.agreement_pct,
+            &rep.mutant,
         );
     }
     let t = &r.total;
-    let m = t
-        .mutant
-        .as_ref()
-        .map(|m| format!("  (mutant {:.2} %)", m.agreement_pct))
-        .unwrap_or_default();
-    println!(
-        "{:<w$} {:<16} {:<24} {:<10} {:>9} {:>9} {:>8} {:>9.2}{m}",
-        format!("total ({} files)", t.files),
-        "",
-        "",
-        "",
-        t.records,
-        t.compared,
-        t.racy,
-        t.agreement_pct
-    );
+    let name = format!("total ({} files)", t.files);
+    let n = [t.records, t.compared, t.racy];
+    row([&name, "", "", ""], n, t.agreement_pct, &t.mutant);
     println!(
         "wakeups {}  dropped {}  not kept {}  WF_CURRENT_CPU {}  compared {} ({:.1} % with an idle CPU)",
         t.wakeups, t.dropped, t.not_kept, t.excluded_current_cpu, t.compared, t.idle_available_pct
@@ -972,18 +966,13 @@ pub fn replay_main(opts: &ShadowOpts) -> Result<()> {
         dump: opts.dump,
     };
     let r = replay(&opts.replay, args, ro.sis_fit.clone())?;
-    if opts.json {
-        println!("{}", serde_json::to_string(&r)?);
-    } else {
-        print_replay(&r);
-    }
     let title = format!(
         "shadow --replay: {} files ({} compared wake-ups, {:.1} % agreement)",
         r.files.len(),
         r.total.compared,
         r.total.agreement_pct
     );
-    ro.plot(&r.total, &title)
+    ro.show(opts.json, &r, print_replay, &r.total, &title)
 }
 
 #[cfg(test)]

@@ -16,6 +16,9 @@
 //! Times printed are host wall seconds; inside the guest everything runs under TCG
 //! emulation, where durations are distorted: the tests assert counts and ratios.
 //! Nothing is skipped: without QEMU or a kernel, tools/vm fails and so does the test.
+//!
+//! [`timeout`]: the host tests' (tests/tools_cli.rs, tests/root_safe.rs) command under a
+//! hang guard.
 #![allow(dead_code)] // each test binary uses a part
 
 use std::path::{Path, PathBuf};
@@ -340,4 +343,13 @@ pub fn output_forwarding_progress(name: &str, cmd: &mut Command) -> std::process
         stdout,
         stderr,
     }
+}
+
+/// `timeout -k 5 SECS PROGRAM`: `program` (its arguments to be added) sent SIGTERM after
+/// `secs`, and SIGKILL 5 s later if it ignores that, so a hang fails the test instead of
+/// stalling it.
+pub fn timeout(secs: u32, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new("timeout");
+    c.args(["-k", "5", &secs.to_string()]).arg(program);
+    c
 }

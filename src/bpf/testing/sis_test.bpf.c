@@ -11,6 +11,7 @@
  * on any kernel that allows bpf() - the verifier is the real one.
  */
 #include "test_intf.h"
+#include "tools/tool_intf.h"
 #include "sis_ctx.bpf.h"
 #include "tools/synth.bpf.h"
 #include "sis.bpf.h"

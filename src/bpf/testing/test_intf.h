@@ -5,8 +5,9 @@
  * tools. Nothing of the scheduler includes it.
  *
  * One idiom for a test's inputs: a test program's inputs and outputs are its argument,
- * passed in and read back through BPF_PROG_TEST_RUN's context (the wake-up's: intf.h's
- * struct sis_test_args, which shadow's replay shares; every other decision's: struct
+ * passed in and read back through BPF_PROG_TEST_RUN's context (the wake-up's:
+ * tools/tool_intf.h's struct sis_test_args, the synthetic machine's, which shadow's replay
+ * shares; every other decision's: struct
  * dec_io; the wait histogram's: struct wait_bucket_io). The .bss holds the synthetic
  * machine (tools/synth.bpf.h: topology, knobs, per-LLC and per-CPU state, runqueues, DSQs,
  * the kick word, and the task state the scheduler keeps in task storage), written between

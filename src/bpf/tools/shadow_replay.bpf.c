@@ -12,6 +12,7 @@
  * the two paths part (src/tools/shadow.rs). No struct_ops, no sched_ext kfunc:
  * it loads on any kernel that allows bpf().
  */
+#include "tool_intf.h"
 #include "sis_ctx.bpf.h"
 #include "synth.bpf.h"
 #include "sis.bpf.h"

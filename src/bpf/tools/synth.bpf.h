@@ -7,7 +7,7 @@
  * (cost.bpf.c) and shadow's replay (shadow_replay.bpf.c). The caller writes
  * the machine through the skeleton's .bss (topo, the knobs, llc_ctxs,
  * cpu_ctxs, nr_running, synth_idle, synth_dsq_nr, synth_allowed) or through a
- * program's argument (synth_wake_setup()).
+ * program's argument (synth_wake_setup(): tool_intf.h's struct sis_test_args).
  *
  * Time is synthetic (synth_jiffies, synth_hz) unless synth_real_time is
  * set: then jiffies are the host's and HZ is 250. (SIS_PROP's scan cost is
@@ -23,6 +23,7 @@
 #include "intf.h"
 #include "sis_ctx.bpf.h"
 #include "knobs.bpf.h"
+#include "tool_intf.h"
 
 /* ---- the knobs: the scheduler's (knobs.bpf.h), writable between runs ---- */
 

@@ -2,11 +2,14 @@
 /*
  * The shipped tools' BPF interface: the numbers src/bpf/tools/shadow.bpf.c and
  * src/bpf/tools/cost.bpf.c share with their Rust halves (src/tools/shadow.rs, cost.rs),
- * bindgen'd by build.rs into crate::tools::tool_intf, as intf.h is for the scheduler.
- * Nothing of the scheduler includes it.
+ * and the synthetic machine's wake-up (struct sis_test_args: the host test's and shadow's
+ * replay's), bindgen'd by build.rs into crate::tools::tool_intf, as intf.h is for the
+ * scheduler. Nothing of the scheduler includes it.
  */
 #ifndef __SISUTIL_TOOL_INTF_H
 #define __SISUTIL_TOOL_INTF_H
+
+#include "../intf.h"
 
 /* shadow.bpf.c */
 
@@ -80,6 +83,46 @@ enum cont_modes {
 enum cont_consts {
 	CONT_TS		= 4096,	/* stamps per thread */
 	CONT_TS_CPUS	= 8,	/* CPUs whose threads stamp */
+};
+
+/* synth.bpf.h */
+
+/*
+ * The synthetic machine's wake-up (synth.bpf.h's synth_wake_setup()): one
+ * select_task_rq_fair() on a synthetic state, the argument of the host test's
+ * program (testing/sis_test.bpf.c, BPF_PROG_TEST_RUN) and of each of shadow's
+ * replay jobs (shadow_replay.bpf.c). The per-LLC and per-CPU state (llc_ctxs,
+ * cpu_ctxs: SIS_UTIL depth, has_idle_cores, SIS_PROP averages, loads) and the
+ * runqueue lengths are the object's .bss, written by its Rust half like the
+ * scheduler's are by the loader and BPF.
+ */
+struct sis_test_args {
+	/* in */
+	u64 features;
+	s32 prev;
+	s32 this_cpu;		/* the waker's CPU */
+	u32 sync;		/* WF_SYNC */
+	s32 recent;		/* p->recent_used_cpu, -1 none */
+	u32 wakee_id;		/* p, as current->last_wakee sees it */
+	u32 pcpu_kthread;	/* is_per_cpu_kthread(current) && in_task() */
+	s32 waker_last_wakee;	/* current->last_wakee */
+	u32 waker_flips;	/* current->wakee_flips */
+	u64 waker_decay_ts;	/* current->wakee_flip_decay_ts */
+	u32 wakee_flips;	/* p->wakee_flips */
+	u32 hz;
+	u64 jiffies;
+	u64 waker_load;		/* task_h_load(current) */
+	u64 wakee_load;		/* task_h_load(p) */
+	u64 imbalance_pct;	/* of a non-SMT domain */
+	u64 idle[MAX_CPUS / 64];	/* idle CPUs */
+	u64 allowed[MAX_CPUS / 64];	/* p->cpus_ptr */
+	/* out */
+	s32 cpu;		/* chosen CPU */
+	s32 recent_out;		/* recent_used_cpu after the call */
+	s32 waker_last_wakee_out;
+	u32 waker_flips_out;
+	u64 waker_decay_ts_out;
+	u64 cnt[STAT_NR];
 };
 
 #endif /* __SISUTIL_TOOL_INTF_H */
