@@ -696,16 +696,15 @@ fn measure_case(bpf: &mut CostBpf<'_>, opts: &CostOpts, c: &Case, name: &str) ->
     bpf.run(timed(false, true), opts.placements, 1)?;
     let mut t = Tally::default();
     for r in 0..opts.runs {
-        // each run its own busy CPUs; the empty region, the wake-up and the tick on them,
-        // the clock's share subtracted from each
+        // each run its own busy CPUs; the empty region, the wake-up and the tick on them
+        // (the clock's share is subtracted in row())
         set(bpf, 1 + r as u64)?;
         let mut run =
             |harness: bool, tick: bool| bpf.run(timed(harness, tick), opts.placements, 2 + r);
         let h = run(true, false)?;
-        let h = h.ns as f64 / h.placements as f64;
-        t.harness.push(h);
-        t.wake(&run(false, false)?, h);
-        t.tick(&run(false, true)?, h);
+        t.harness.push(h.ns as f64 / h.placements as f64);
+        t.wake(&run(false, false)?);
+        t.tick(&run(false, true)?);
     }
     Ok(t.row(opts, c, name, idle, depth))
 }
@@ -713,7 +712,7 @@ fn measure_case(bpf: &mut CostBpf<'_>, opts: &CostOpts, c: &Case, name: &str) ->
 /// What the runs of one case of `measure` add up to.
 #[derive(Default)]
 struct Tally {
-    /// per run, ns per wake-up, per tick, of the empty region
+    /// per run, ns per wake-up, per tick (the clock's share included), of the empty region
     ns: Vec<f64>,
     tick: Vec<f64>,
     harness: Vec<f64>,
@@ -732,9 +731,9 @@ struct Tally {
 }
 
 impl Tally {
-    /// A wake-up run `o`, the empty region's `h` ns each subtracted.
-    fn wake(&mut self, o: &RunOut, h: f64) {
-        self.ns.push(o.ns as f64 / o.placements as f64 - h);
+    /// A wake-up run `o`.
+    fn wake(&mut self, o: &RunOut) {
+        self.ns.push(o.ns as f64 / o.placements as f64);
         self.placed += o.placements;
         self.direct += o.direct;
         self.words += o.word_tests;
@@ -748,9 +747,9 @@ impl Tally {
             .for_each(|(a, &b)| *a += b as u64);
     }
 
-    /// A tick run `o`, the empty region's `h` ns each subtracted.
-    fn tick(&mut self, o: &RunOut, h: f64) {
-        self.tick.push(o.ns as f64 / o.placements as f64 - h);
+    /// A tick run `o`.
+    fn tick(&mut self, o: &RunOut) {
+        self.tick.push(o.ns as f64 / o.placements as f64);
         self.ticks += o.placements;
         self.tsearched += o.searched;
         self.twords += o.word_tests;
@@ -758,10 +757,16 @@ impl Tally {
         self.tcnt.iter_mut().zip(&o.cnt).for_each(|(a, b)| *a += b);
     }
 
-    /// The case's row: medians with p25, p75, min and max over the runs.
+    /// The case's row: medians with p25, p75, min and max over the runs, net of the clock:
+    /// the empty region's least cost over the case's runs is subtracted from every run (a
+    /// run's own empty region, preempted on a busy host, once made a net figure negative).
     fn row(mut self, opts: &CostOpts, c: &Case, name: &str, idle: u32, depth: u64) -> Row {
         for v in [&mut self.ns, &mut self.tick, &mut self.harness] {
             v.sort_by(|a, b| a.total_cmp(b));
+        }
+        let clock = self.harness[0];
+        for v in [&mut self.ns, &mut self.tick] {
+            v.iter_mut().for_each(|x| *x -= clock);
         }
         let (ns, tick, harness) = (&self.ns, &self.tick, &self.harness);
         let (placed, ticks) = (self.placed as f64, self.ticks as f64);
