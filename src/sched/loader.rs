@@ -197,6 +197,57 @@ pub fn verified_insns(skel: &BpfSkel<'_>) -> String {
         .join(" ")
 }
 
+/// The kernel's BPF run-time statistics (`--prog-stats`), on while this is held: the fd of
+/// BPF_ENABLE_STATS(BPF_STATS_RUN_TIME). The kernel counts while any such fd is open, so
+/// dropping it (or the process ending) restores the state before, with nothing written to
+/// kernel.bpf_stats_enabled.
+pub struct ProgStats {
+    _fd: std::os::fd::OwnedFd,
+}
+
+impl ProgStats {
+    pub fn enable() -> Result<Self> {
+        use std::os::fd::FromRawFd;
+        let fd = unsafe {
+            libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME)
+        };
+        if fd < 0 {
+            anyhow::bail!(
+                "--prog-stats: the kernel refused BPF_ENABLE_STATS (run time): {} (it needs root \
+                 (CAP_SYS_ADMIN) and Linux 5.8 or later)",
+                std::io::Error::from_raw_os_error(-fd)
+            );
+        }
+        Ok(Self {
+            _fd: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
+        })
+    }
+}
+
+/// Each struct_ops program's cumulative (name without `sisutil_`, run_cnt, run_time_ns) as
+/// the kernel reports them (bpf_prog_get_info_by_fd); a program whose info cannot be read is
+/// left out.
+pub fn prog_run_stats(skel: &BpfSkel<'_>) -> Vec<(String, u64, u64)> {
+    use libbpf_rs::libbpf_sys as sys;
+    use libbpf_rs::skel::Skel;
+    use std::os::fd::{AsFd, AsRawFd};
+    skel.object()
+        .progs()
+        .filter_map(|p| {
+            let mut info = sys::bpf_prog_info::default();
+            let mut len = std::mem::size_of_val(&info) as u32;
+            let ret =
+                unsafe { sys::bpf_prog_get_info_by_fd(p.as_fd().as_raw_fd(), &mut info, &mut len) };
+            if ret != 0 || info.type_ != sys::BPF_PROG_TYPE_STRUCT_OPS {
+                return None;
+            }
+            let name = p.name().to_string_lossy();
+            let name = name.strip_prefix("sisutil_").unwrap_or(&name).to_string();
+            Some((name, info.run_cnt, info.run_time_ns))
+        })
+        .collect()
+}
+
 pub fn pin_features(skel: &mut BpfSkel<'_>) -> Result<()> {
     // made if missing, checked and chmod 0700 through its fd (no symlink followed)
     let _dir = features::prepare_pin_dir()?;
@@ -221,6 +272,34 @@ mod tests {
     /// since 1_000 with 500 of earlier idle time, closed at 5_000, read at now = 6_000: the
     /// total is the open view (500 + 5_000), the closed one (500 + 4_000) or the one not
     /// yet added (500), never the period counted twice (500 + 4_000 + 5_000).
+    /// --prog-stats' switch: as root the kernel's run-time statistics are on while the fd
+    /// is held (kernel.bpf_stats_enabled reads 1) and back as they were once it is dropped;
+    /// without root, one clear line, not a panic.
+    #[test]
+    fn prog_stats_on_while_held_and_restored() {
+        const SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
+        let read = || std::fs::read_to_string(SYSCTL).map(|s| s.trim().to_string());
+        let before = read();
+        match ProgStats::enable() {
+            Ok(held) => {
+                if before.is_ok() {
+                    assert_eq!(read().unwrap(), "1");
+                }
+                drop(held);
+                assert_eq!(read().ok(), before.ok());
+            }
+            Err(e) => {
+                assert!(unsafe { libc::geteuid() } != 0, "refused as root: {e:#}");
+                let msg = format!("{e:#}");
+                assert!(
+                    msg.starts_with("--prog-stats: the kernel refused BPF_ENABLE_STATS")
+                        && !msg.contains('\n'),
+                    "{msg}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn idle_total_never_counts_a_period_twice() {
         // the clear lands before read p1, the add before read p2 (2: after both reads)
