@@ -272,9 +272,11 @@ mod tests {
     /// since 1_000 with 500 of earlier idle time, closed at 5_000, read at now = 6_000: the
     /// total is the open view (500 + 5_000), the closed one (500 + 4_000) or the one not
     /// yet added (500), never the period counted twice (500 + 4_000 + 5_000).
-    /// --prog-stats' switch: as root the kernel's run-time statistics are on while the fd
-    /// is held (kernel.bpf_stats_enabled reads 1) and back as they were once it is dropped;
-    /// without root, one clear line, not a panic.
+    /// --prog-stats' switch: as root the kernel gives the fd, and kernel.bpf_stats_enabled
+    /// is neither written nor changed, while it is held or after (the sysctl shows only its
+    /// own writes; the fd counts on the kernel's static key, dropped with it). The counting
+    /// itself is shown in a guest (docs/results/prog-stats-2026-11-27). Without root, one
+    /// clear line, not a panic.
     #[test]
     fn prog_stats_on_while_held_and_restored() {
         const SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
@@ -282,9 +284,7 @@ mod tests {
         let before = read();
         match ProgStats::enable() {
             Ok(held) => {
-                if before.is_ok() {
-                    assert_eq!(read().unwrap(), "1");
-                }
+                assert_eq!(read().ok(), before.as_ref().ok().cloned());
                 drop(held);
                 assert_eq!(read().ok(), before.ok());
             }

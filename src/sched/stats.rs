@@ -133,7 +133,7 @@ pub struct LlcMetrics {
 pub struct ProgMetrics {
     #[stat(desc = "calls of the callback (the kernel's run_cnt)")]
     pub calls: u64,
-    #[stat(desc = "the callback's run time as the kernel accounts it (run_time_ns: from entry to return, the sched_ext kfuncs it calls included), ns")]
+    #[stat(desc = "run_time_ns: the callback's time, entry to return, its kfuncs included, ns")]
     pub run_ns: u64,
     #[stat(desc = "ns_per_call: run_ns/calls, the mean ns per call (0 when it was not called)")]
     pub ns_per_call: f64,
@@ -1318,7 +1318,10 @@ mod tests {
         );
         // without --prog-stats: no progs line
         let mut out = vec![];
-        Metrics::default().delta(&Metrics::default()).format(&mut out).unwrap();
+        Metrics::default()
+            .delta(&Metrics::default())
+            .format(&mut out)
+            .unwrap();
         assert!(!String::from_utf8(out).unwrap().contains("progs"));
     }
 
