@@ -300,6 +300,48 @@ mod tests {
         }
     }
 
+    /// Refused (here: a thread without CAP_SYS_ADMIN in its effective set, as a non-root
+    /// user or a container would be): the one clear line, not a panic.
+    #[test]
+    fn prog_stats_refused_is_one_line() {
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy, Default)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        const CAP_SYS_ADMIN: u32 = 21;
+        // capabilities are per thread: only this one loses it
+        let msg = std::thread::spawn(|| {
+            let mut h = Header {
+                version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+                pid: 0,
+            };
+            let mut d = [Data::default(); 2];
+            unsafe {
+                assert_eq!(libc::syscall(libc::SYS_capget, &mut h, d.as_mut_ptr()), 0);
+                d[0].effective &= !(1 << CAP_SYS_ADMIN);
+                assert_eq!(libc::syscall(libc::SYS_capset, &mut h, d.as_ptr()), 0);
+            }
+            ProgStats::enable().err().map(|e| format!("{e:#}"))
+        })
+        .join()
+        .unwrap();
+        let msg = msg.expect("BPF_ENABLE_STATS granted without CAP_SYS_ADMIN");
+        assert!(
+            msg.starts_with("--prog-stats: the kernel refused BPF_ENABLE_STATS (run time): ")
+                && msg.contains("Operation not permitted")
+                && !msg.contains('\n'),
+            "{msg}"
+        );
+    }
+
     #[test]
     fn idle_total_never_counts_a_period_twice() {
         // the clear lands before read p1, the add before read p2 (2: after both reads)
