@@ -221,6 +221,12 @@ fn run(opts: RunOpts) -> Result<()> {
     }
     let feat = sched::features::apply(sched::features::preset(opts.preset), &opts.features)?;
     preflight()?;
+    // held until run() returns: the kernel counts while the fd is open
+    let _prog_stats = if opts.prog_stats {
+        Some(sched::loader::ProgStats::enable()?)
+    } else {
+        None
+    };
     scx_utils::try_set_rlimit_infinity();
     let shutdown = shutdown_flag()?;
 

@@ -44,6 +44,13 @@ pub struct RunOpts {
     /// Also print statistics every SECS seconds while running
     #[arg(long, value_parser = stats::parse_interval)]
     pub stats: Option<f64>,
+    /// Report each callback's (select_cpu, enqueue, dispatch, tick, ...) calls and mean ns
+    /// per call from the kernel's BPF run-time statistics, in --stats and `monitor` (its
+    /// kfuncs included). Turns the kernel's statistics on (BPF_ENABLE_STATS) while running,
+    /// which costs a little on every call of every BPF program (two clock reads); off by
+    /// default. Needs root and Linux 5.8+
+    #[arg(long)]
+    pub prog_stats: bool,
     /// Bytes of the kernel's debug dump on an error exit (0 = kernel default)
     #[arg(long, default_value_t = 0)]
     pub exit_dump_len: u32,

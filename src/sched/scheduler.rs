@@ -17,10 +17,12 @@ use crate::bpf_skel::*;
 use crate::sched::bpf_maps::{intf_slice, lookup_percpu_as, lookup_u64, u64_words, MappedWords};
 use crate::sched::clock::{monotonic_ns, process_cpu_ns};
 use crate::sched::features;
-use crate::sched::loader::{pin_features, verified_insns, IntervalWait, UtilUpdate, Wake};
+use crate::sched::loader::{
+    pin_features, prog_run_stats, verified_insns, IntervalWait, UtilUpdate, Wake,
+};
 use crate::sched::opts::RunOpts;
 use crate::sched::sis_util_depth::DepthRules;
-use crate::sched::stats::{Counters, Metrics, NR_STATS};
+use crate::sched::stats::{Counters, Metrics, ProgMetrics, NR_STATS};
 use crate::sched::topology::{copy_same_c_type, TopoDesc};
 
 pub struct Scheduler<'a> {
@@ -39,6 +41,8 @@ pub struct Scheduler<'a> {
     /// few samples)
     fit: Vec<[Option<u64>; crate::sched::sis_fit::BUCKETS]>,
     last_fit: Option<Instant>,
+    /// --prog-stats: read the programs' run-time statistics into each report
+    prog_stats: bool,
 }
 
 impl<'a> Scheduler<'a> {
@@ -84,6 +88,7 @@ impl<'a> Scheduler<'a> {
             interval: Duration::from_millis(opts.interval_ms),
             fit: vec![],
             last_fit: None,
+            prog_stats: opts.prog_stats,
         };
         sched.publish()?;
         info!(
@@ -232,6 +237,11 @@ impl<'a> Scheduler<'a> {
         let mut m = Metrics::new(features::to_words(self.features()).join(" "), &per_llc);
         self.read_wait(&mut m);
         m.set_loader_cpu(process_cpu_ns(), monotonic_ns());
+        if self.prog_stats {
+            for (name, calls, ns) in prog_run_stats(&self.skel) {
+                m.progs.insert(name, ProgMetrics::of(calls, ns));
+            }
+        }
         m
     }
 

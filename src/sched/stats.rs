@@ -74,6 +74,8 @@ macro_rules! def_metrics {
             pub elapsed_ns: u64,
             #[stat(desc = "loader_cpu%: the loader's share of one CPU over the interval, 100*loader_cpu_ns/elapsed_ns")]
             pub loader_cpu_pct: f64,
+            #[stat(desc = "per struct_ops callback (select_cpu, enqueue, dispatch, tick, ...), with --prog-stats only: the kernel's BPF run-time statistics (run_cnt, run_time_ns) over the interval; empty without --prog-stats")]
+            pub progs: BTreeMap<String, ProgMetrics>,
         }
 
         /// The raw counters: (name, description).
@@ -120,6 +122,54 @@ pub struct LlcMetrics {
     pub failed: u64,
     #[stat(desc = "success_rate%")]
     pub success_rate: f64,
+}
+
+/// One struct_ops callback's figures from the kernel's BPF run-time statistics
+/// (BPF_ENABLE_STATS with BPF_STATS_RUN_TIME, read with bpf_prog_get_info_by_fd): cumulative
+/// as read, per interval once `delta` has made them so.
+#[stat_doc]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, Stats)]
+#[stat(_om_prefix = "p_", _om_label = "prog")]
+pub struct ProgMetrics {
+    #[stat(desc = "calls of the callback (the kernel's run_cnt)")]
+    pub calls: u64,
+    #[stat(desc = "run_time_ns: the callback's time, entry to return, its kfuncs included, ns")]
+    pub run_ns: u64,
+    #[stat(desc = "ns_per_call: run_ns/calls, the mean ns per call (0 when it was not called)")]
+    pub ns_per_call: f64,
+}
+
+impl ProgMetrics {
+    /// Cumulative counters as the kernel reports them.
+    pub fn of(calls: u64, run_ns: u64) -> Self {
+        ProgMetrics {
+            calls,
+            run_ns,
+            ns_per_call: mean(run_ns, calls),
+        }
+    }
+
+    /// The interval since `prev` (the same program's cumulative counters one read before;
+    /// None: it was not there). A counter below its previous value means the program was
+    /// replaced (a restarted scheduler's new programs count from 0): the interval is then
+    /// what the new one counted.
+    pub fn since(&self, prev: Option<&ProgMetrics>) -> Self {
+        match prev {
+            Some(p) if self.calls >= p.calls && self.run_ns >= p.run_ns => {
+                Self::of(self.calls - p.calls, self.run_ns - p.run_ns)
+            }
+            _ => Self::of(self.calls, self.run_ns),
+        }
+    }
+}
+
+/// num / den, 0 when den is 0.
+fn mean(num: u64, den: u64) -> f64 {
+    if den == 0 {
+        0.0
+    } else {
+        num as f64 / den as f64
+    }
 }
 
 /// The longest features string printed, characters (every feature spelled is under 300).
@@ -341,6 +391,9 @@ impl Metrics {
         d.loader_cpu_ns = self.loader_cpu_ns.wrapping_sub(prev.loader_cpu_ns);
         d.elapsed_ns = self.elapsed_ns.wrapping_sub(prev.elapsed_ns);
         d.loader_cpu_pct = pct(d.loader_cpu_ns, d.elapsed_ns);
+        for (k, p) in d.progs.iter_mut() {
+            *p = p.since(prev.progs.get(k));
+        }
         for (k, l) in d.llcs.iter_mut() {
             if let Some(p) = prev.llcs.get(k) {
                 l.search = l.search.wrapping_sub(p.search);
@@ -404,6 +457,21 @@ impl Metrics {
             self.loader_cpu_ns as f64 / 1e3,
             self.elapsed_ns as f64 / 1e9
         )?;
+        if !self.progs.is_empty() {
+            writeln!(
+                w,
+                "progs (--prog-stats: the kernel's BPF run time per callback, kfuncs included)"
+            )?;
+            for (k, p) in &self.progs {
+                writeln!(
+                    w,
+                    "  {:<14} calls {:>9} ns/call {:>9.1}",
+                    printable(k, 20),
+                    p.calls,
+                    p.ns_per_call
+                )?;
+            }
+        }
         writeln!(
             w,
             "  llc weight  util%  depth   search  scanned dom_search dom_scanned  success%"
@@ -446,6 +514,7 @@ pub fn server_data() -> StatsServerData<(), Metrics> {
     StatsServerData::new()
         .add_meta(Metrics::meta())
         .add_meta(LlcMetrics::meta())
+        .add_meta(ProgMetrics::meta())
         .add_ops("top", StatsOps { open, close: None })
 }
 
@@ -1210,6 +1279,59 @@ mod tests {
         assert_eq!(d.llcs["0"].search, 15);
         assert_eq!(d.llcs["0"].nr_idle_scan, 1);
         assert_eq!(d.features, "b");
+    }
+
+    /// --prog-stats: per callback, the calls and run time of the interval are the
+    /// differences of the kernel's cumulative run_cnt and run_time_ns, ns/call their ratio;
+    /// a callback not called in the interval reads 0 calls and 0 ns/call (no division by
+    /// zero); a counter that went back (a restarted scheduler's new program) counts from 0;
+    /// a program absent from the previous read counts all it has.
+    #[test]
+    fn prog_stats_per_interval() {
+        let with = |progs: &[(&str, u64, u64)]| Metrics {
+            progs: progs
+                .iter()
+                .map(|&(n, c, ns)| (n.to_string(), ProgMetrics::of(c, ns)))
+                .collect(),
+            ..Default::default()
+        };
+        let a = with(&[
+            ("select_cpu", 1_000, 500_000),
+            ("tick", 40, 9_000),
+            ("enqueue", 5_000_000, 9_000_000_000),
+        ]);
+        let b = with(&[
+            ("select_cpu", 1_600, 560_000),
+            ("tick", 40, 9_000),
+            ("enqueue", 300, 450_000),
+            ("dispatch", 10, 2_500),
+        ]);
+        let d = b.delta(&a);
+        assert_eq!(d.progs["select_cpu"], ProgMetrics::of(600, 60_000));
+        assert_eq!(d.progs["select_cpu"].ns_per_call, 100.0);
+        // not called in the interval
+        assert_eq!(d.progs["tick"], ProgMetrics::of(0, 0));
+        assert_eq!(d.progs["tick"].ns_per_call, 0.0);
+        // reset: counted from 0, not wrapped around
+        assert_eq!(d.progs["enqueue"].calls, 300);
+        assert_eq!(d.progs["enqueue"].ns_per_call, 1_500.0);
+        // new
+        assert_eq!(d.progs["dispatch"].ns_per_call, 250.0);
+        let mut out = vec![];
+        d.format(&mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            out.lines()
+                .any(|l| l == "  select_cpu     calls       600 ns/call     100.0"),
+            "{out}"
+        );
+        // without --prog-stats: no progs line
+        let mut out = vec![];
+        Metrics::default()
+            .delta(&Metrics::default())
+            .format(&mut out)
+            .unwrap();
+        assert!(!String::from_utf8(out).unwrap().contains("progs"));
     }
 
     /// The loader's CPU share over an interval: its CPU time and the clock both as the
