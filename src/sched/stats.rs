@@ -1039,6 +1039,13 @@ pub(crate) use add_fields;
 mod tests {
     use super::*;
 
+    /// `m` as the table prints it.
+    fn formatted(m: &Metrics) -> String {
+        let mut out = vec![];
+        m.format(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
     #[test]
     fn retry_wait_ends_at_shutdown_and_backs_off() {
         let t = Instant::now();
@@ -1317,21 +1324,14 @@ mod tests {
         assert_eq!(d.progs["enqueue"].ns_per_call, 1_500.0);
         // new
         assert_eq!(d.progs["dispatch"].ns_per_call, 250.0);
-        let mut out = vec![];
-        d.format(&mut out).unwrap();
-        let out = String::from_utf8(out).unwrap();
+        let out = formatted(&d);
         assert!(
             out.lines()
                 .any(|l| l == "  select_cpu     calls       600 ns/call     100.0"),
             "{out}"
         );
         // without --prog-stats: no progs line
-        let mut out = vec![];
-        Metrics::default()
-            .delta(&Metrics::default())
-            .format(&mut out)
-            .unwrap();
-        assert!(!String::from_utf8(out).unwrap().contains("progs"));
+        assert!(!formatted(&Metrics::default().delta(&Metrics::default())).contains("progs"));
     }
 
     /// The loader's CPU share over an interval: its CPU time and the clock both as the
@@ -1350,9 +1350,7 @@ mod tests {
             "{}",
             d.loader_cpu_pct
         );
-        let mut out = vec![];
-        d.format(&mut out).unwrap();
-        let out = String::from_utf8(out).unwrap();
+        let out = formatted(&d);
         assert!(
             out.lines()
                 .any(|l| l == "loader cpu% 0.020 (of one CPU: 300.0 us CPU in 1.500 s)"),
@@ -1368,9 +1366,7 @@ mod tests {
         let mut c = [0u64; NR_STATS];
         c[bi::sis_stat_STAT_HIT_WA_WEIGHT as usize] = 7;
         let m = Metrics::new(String::new(), &[(c, 4, 0, 0)]);
-        let mut out = vec![];
-        m.format(&mut out).unwrap();
-        let out = String::from_utf8(out).unwrap();
+        let out = formatted(&m);
         let line = out.lines().find(|l| l.starts_with("hits ")).unwrap();
         assert_eq!(
             line,
@@ -1598,9 +1594,7 @@ mod tests {
     #[test]
     fn features_printed_without_escapes() {
         let m = Metrics::new("SIS_UTIL\u{1b}]0;pwned\u{7}\r\nfake".into(), &[]);
-        let mut out = vec![];
-        m.format(&mut out).unwrap();
-        let text = String::from_utf8(out).unwrap();
+        let text = formatted(&m);
         let first = text.lines().next().unwrap();
         assert_eq!(first, "features: SIS_UTIL?]0;pwned???fake");
         assert!(!text.contains('\u{1b}') && !text.contains('\r'));
