@@ -14,8 +14,9 @@
 //! wait's: `scx_sisutil latency --long-wait-ms`): a stall elsewhere in the run excuses no
 //! wait, so a real starvation fails on any host. The latency table of each run is printed.
 //!
-//! SISUTIL_FAIR_SECS (default 40 for the CI variants, 120 for the ignored ones) sets the load
-//! length in guest seconds. Console logs: target/vm-logs/fair-NAME-console.log. The guest
+//! SISUTIL_FAIR_SECS (default 40 for the CI variants, 120 for the ignored ones) sets how long
+//! the full load runs once all of it is up, in guest seconds; the tracer's window covers the
+//! load's start too and ends under the full load (fair-mixed.sh). Console logs: target/vm-logs/fair-NAME-console.log. The guest
 //! runs through tests/common (the one VM runner).
 
 mod common;
@@ -104,9 +105,10 @@ fn fair(name: &str, kernel: &str, scen: &str, load_s: u32, args: &str) {
     );
     // The premise, on the median of the samples: once started, the load's own CPU-bound
     // tasks alone are >= 2 per CPU (hogs20: 2 x ncpu nice -20 hogs + 4; bg19: 2 x ncpu;
-    // pinned: 2 per CPU), hackbench's tasks and the sampler come on top. The mean is not used: one sample taken while stress-ng
-    // was still forking under TCG (9 runnable on 16 CPUs, beside samples of 35-189) pulled
-    // a run's mean to 1.79 once. Below 2 the load did not run.
+    // pinned: 2 per CPU), hackbench's tasks and the sampler come on top. The samples start
+    // once the hogs are up; the mean is not used (one sample taken while stress-ng was still
+    // forking under TCG, 9 runnable on 16 CPUs beside 35-189, once pulled a mean to 1.79).
+    // Below 2 the load did not run.
     assert!(
         median >= 2.0,
         "{name}: median {median} runnable tasks per CPU during the load, want >= 2: {res}"
