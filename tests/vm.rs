@@ -306,6 +306,7 @@ fn monitor(name: &str, kernel: &str) {
             "reports under hackbench with search and scanned > 0:",
             "fast over the 6 reports:",
             "loader CPU under hackbench:",
+            "--prog-stats: select_cpu calls",
             "low load with SMT: core_search",
             "low load: hit_ttwu_queue_desched",
             "monitor as nobody fails with:",
