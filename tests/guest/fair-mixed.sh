@@ -153,14 +153,36 @@ spawn_at_nice -20 sh -c 'e=$(( $(cut -d. -f1 /proc/uptime) + $0 ))
 rq_pid=$!
 bg "$rq_pid"
 
+# fail_ejected WHAT: the scheduler left under the load. Before failing, the tracer's view of
+# it: its window ends now (SIGINT) and its worst waits and the guest's stalls are printed,
+# with the kernel's reason, so that a starved task (a long wait net of the stalls) and a
+# guest the host stopped running (the watchdog's own work late by the stalls) can be told
+# apart. The tracer reads its maps under the load: HANG_S (stretched for a slow guest) guards it.
+fail_ejected() {
+  local why
+  why=$(dmesg | grep -oE 'sched_ext: .*(disabled|watchdog|failed to run).*' | tail -n 2 | tr '\n' ';' || true)
+  kill -INT "$lat_pid" 2>/dev/null || true
+  await_line "$lat_pid" /tmp/lat.err 'window over' "the tracer's 'window over' line after the ejection"
+  guard_start "$HANG_S"
+  while kill -0 "$lat_pid" 2>/dev/null && ! guard_over; do sleep 0.5; done
+  if jq -e .long /tmp/lat.json > /dev/null 2>&1; then
+    info "the tracer up to the ejection: worst wait $(jq '.all.max_us / 1000 | floor' /tmp/lat.json) ms, net of stalls $(jq '.all.net_max_us / 1000 | floor' /tmp/lat.json) ms;" \
+      "guest stalls $(jq -r '.long | "\(.stall_count), \(.stall_total_ms | floor) ms in all, longest \(.stall_max_ms | floor) ms"' /tmp/lat.json)"
+    jq -r '.long.waits[:5][] | "#   pid \(.pid) nice \(.nice): wait \(.wait_us | floor) us, stalled \(.stalled_us | floor), net \(.net_us | floor)\(if .pending then " (pending)" else "" end)"' /tmp/lat.json
+  else
+    info "the tracer gave no report after the ejection: $(head -c 200 /tmp/lat.err)"
+  fi
+  fail "$1 (kernel: ${why:-no reason in dmesg}; guest speed $(guest_speed) loops/s, $SPEED_BOOT at boot)"
+}
+
 # For SECS s of the full load: the scheduler stays attached (checked every 2 s; a peer's
 # ejection is recorded, and the load goes on under the fair class).
 end=$(deadline_in "$secs")
 t_load=$(now)
 while before "$end"; do
   if [ "$sched" = sisutil ]; then
-    [ "$(scx_state)" = enabled ] || fail "sched_ext state '$(scx_state)' at $(since) s under load $scen"
-    kill -0 "$SCHED_PID" 2>/dev/null || fail "scx_sisutil exited under load $scen"
+    [ "$(scx_state)" = enabled ] || fail_ejected "sched_ext state '$(scx_state)' at $(since) s under load $scen"
+    kill -0 "$SCHED_PID" 2>/dev/null || fail_ejected "scx_sisutil exited under load $scen"
   elif [ -n "$peer" ] && [ "$ejected" = no ] && [ "$(scx_state)" != enabled ]; then
     ejected=yes ejected_at=$(since "$t_load")
     info "EJECTED: $sched: sched_ext state '$(scx_state)' ${ejected_at} s into the $scen load"
