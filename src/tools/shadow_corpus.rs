@@ -23,9 +23,10 @@ use std::process::{Child, Command, Stdio};
 
 use libbpf_rs::OpenObject;
 
+use super::depth::{print_depth, Busy, DepthAcc, Timeline};
 use super::{
     analyse_with, mutate_scan_start, pct, print_table, report_policies, Analysis, PolicyRow, Rec,
-    Replay, Report, ReportOpts, ShadowOpts, SyncCheck,
+    Recording, Replay, Report, ReportOpts, ShadowOpts, SyncCheck,
 };
 use crate::sched::features;
 use crate::sched::sis_fit::FitRow;
@@ -72,6 +73,10 @@ pub struct Header {
     pub comm: bool,
     /// one object per present CPU: id, LLC id, core id (unique), NUMA node
     pub topology: Vec<CpuLine>,
+    /// the CPUs' idle time at the loader's cadence, for the depth block (shadow_depth.rs);
+    /// absent from files recorded before it (their replay has no depth block)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy: Option<Busy>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -263,9 +268,10 @@ impl Out {
         rep: &Report,
         topo: &TopoDesc,
         feat: u64,
-        recs: &[Rec],
+        rec: &Recording,
         comm: bool,
     ) -> Result<()> {
+        let recs = rec.recs.as_slice();
         let h = Header {
             format: FORMAT.into(),
             version: VERSION,
@@ -297,6 +303,7 @@ impl Out {
                     node: c.node,
                 })
                 .collect(),
+            busy: Some(rec.busy.clone()),
         };
         let ctx = || format!("--record {}: writing", self.path.display());
         let mut w = BufWriter::new(self.file);
@@ -390,6 +397,7 @@ impl Reader {
                 sync_from_stack: None,
                 comm: false,
                 topology: vec![],
+                busy: None,
             },
         };
         let want = format!("this scx_sisutil reads {FORMAT} version {VERSION}");
@@ -555,6 +563,8 @@ struct Acc {
     m_compared: u64,
     m_agreed: u64,
     m_dis: BTreeMap<String, u64>,
+    /// the depth block's sums (None: no busy-time samples)
+    depth: Option<DepthAcc>,
 }
 
 fn add_map(to: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
@@ -564,8 +574,9 @@ fn add_map(to: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
 }
 
 impl Acc {
-    /// The sums of one chunk of `n` records, analysed as `a`.
-    fn of(a: &Analysis, n: usize) -> Acc {
+    /// The sums of one chunk of `n` records, analysed as `a` (with the loader's depths:
+    /// `depth`).
+    fn of(a: &Analysis, n: usize, depth: bool) -> Acc {
         let mut acc = Acc {
             records: n as u64,
             compared: a.compared,
@@ -575,6 +586,7 @@ impl Acc {
             idle_available: a.idle_available,
             dis: a.disagreements.clone(),
             undecided: a.undecided.clone(),
+            depth: depth.then(|| a.depth.clone()),
             ..Acc::default()
         };
         for p in &a.policies {
@@ -626,6 +638,11 @@ impl Acc {
         }
         add_fields!(self, o; m_compared, m_agreed);
         add_map(&mut self.m_dis, &o.m_dis);
+        match (&mut self.depth, &o.depth) {
+            (Some(d), Some(od)) => d.merge(od),
+            (None, Some(od)) => self.depth = Some(od.clone()),
+            _ => {}
+        }
     }
 
     fn policy_rows(&self) -> Vec<PolicyRow> {
@@ -684,6 +701,8 @@ pub struct Total {
     pub agreement_pct: f64,
     pub disagreements: BTreeMap<String, u64>,
     pub policies: Vec<PolicyRow>,
+    /// the files' depth blocks summed (those that have one; null: none has)
+    pub depth: Option<super::DepthReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mutant: Option<super::Mutant>,
 }
@@ -714,6 +733,13 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
         .with_context(|| format!("{}: the header's topology", path.display()))?;
     let feat = rd.feat()?;
     let h = rd.header.clone();
+    // the loader's depths from the header's busy-time samples (none in older files)
+    let tl = h
+        .busy
+        .as_ref()
+        .map(|b| Timeline::of(b, &desc.llcs(), desc.nr_cpu_ids()))
+        .transpose()
+        .with_context(|| format!("{}: the header's busy", path.display()))?;
     let policies = report_policies(feat, args.fit.is_some())?;
     let mutant_topo = args.mutant.then(|| {
         let mut mt = topo.clone();
@@ -737,10 +763,18 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
         while let Some((first, buf)) = next(done.take())? {
             parse_chunk(path, first, &buf, &mut recs)?;
             done = Some(buf);
-            let a = analyse_with(&mut rp, &recs, feat, &policies, args.dump, None)?;
-            acc.add(&Acc::of(&a, recs.len()));
+            let a = analyse_with(
+                &mut rp,
+                &recs,
+                feat,
+                &policies,
+                args.dump,
+                None,
+                tl.as_ref(),
+            )?;
+            acc.add(&Acc::of(&a, recs.len(), tl.is_some()));
             if let Some(m) = mrp.as_mut() {
-                let b = analyse_with(m, &recs, feat, &[], false, Some(&a.racy_mask))?;
+                let b = analyse_with(m, &recs, feat, &[], false, Some(&a.racy_mask), None)?;
                 acc.m_compared += b.compared;
                 acc.m_agreed += b.agreed;
                 add_map(&mut acc.m_dis, &b.disagreements);
@@ -844,6 +878,7 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
         disagreements: acc.dis.clone(),
         policies: acc.policy_rows(),
         sis_fit: String::new(),
+        depth: acc.depth.as_ref().map(DepthAcc::report),
         mutant: acc.mutant(args.mutant),
     };
     Ok((
@@ -889,6 +924,7 @@ pub fn replay(paths: &[PathBuf], args: ReplayArgs, sis_fit: String) -> Result<Re
         agreement_pct: pct(all.agreed, all.compared),
         disagreements: all.dis.clone(),
         policies: all.policy_rows(),
+        depth: all.depth.as_ref().map(DepthAcc::report),
         mutant: all.mutant(args.mutant),
     };
     Ok(ReplayReport {
@@ -955,6 +991,7 @@ fn print_replay(r: &ReplayReport) {
     }
     super::print_policies(&t.policies, 16);
     println!("fitted depth: {}", r.sis_fit);
+    print_depth(t.depth.as_ref());
 }
 
 /// `shadow --replay FILE...`
