@@ -2170,6 +2170,68 @@ mod tests {
         assert!(yes.contains("f.json (2 of 10 buckets fitted"), "{yes}");
     }
 
+    /// The depth block on one wake-up of a 4-CPU LLC: the kernel's nr_idle_scan 4 (its
+    /// util 0 %) found idle CPU 3, where the loader, which saw every CPU busy for a second,
+    /// has depth 0: the depths differ by 4, and the port replayed on the loader's depth
+    /// skips the scan (not the kernel's CPU) while the port on the kernel's agrees. Equal
+    /// depths agree; a wake-up in the loader's warm-up has no pair.
+    #[test]
+    fn shadow_depth_block_replays_the_loader_depth() {
+        const S: u64 = 1_000_000_000;
+        let t = topo(1, 4, 1);
+        let desc = TopoDesc::synthetic(1, 4, 1, 1);
+        let busy = Busy {
+            interval_ns: depth::INTERVAL_NS,
+            cpus: vec![0, 1, 2, 3],
+            samples: (0..=50).map(|k| vec![S + k * S / 50, 0, 0, 0, 0]).collect(),
+        };
+        let tl = Timeline::of(&busy, &desc.llcs(), 4).unwrap();
+        let run = |r: Rec| {
+            let ro = ReplayOpts {
+                hz: 250,
+                fit: None,
+                loader: Some(&tl),
+            };
+            let o = analyse(
+                &[r],
+                &t,
+                KERNEL,
+                ro,
+                &[("kernel".into(), KERNEL)],
+                false,
+                None,
+            );
+            let o = o.unwrap();
+            assert_eq!((o.compared, o.agreed), (1, 1), "{o:?}");
+            o.depth.report()
+        };
+        let mut r = rec(0, 0, &[3], 4, 3, 4);
+        r.ns = 2 * S;
+        let d = run(r);
+        assert_eq!(d.wakeups, 1);
+        assert_eq!(
+            (d.agreement_pct, d.mean_abs_diff, d.p99_abs_diff),
+            (0.0, 4.0, 4)
+        );
+        assert_eq!(d.buckets.len(), 1);
+        let b = &d.buckets[0];
+        assert_eq!(b.util_pct, [0, 10]);
+        assert_eq!((b.mean_kernel_depth, b.mean_loader_depth), (4.0, 0.0));
+        assert_eq!(d.decision_agreement_pct, 0.0);
+        // the kernel's depth 0 too (it kept the busy target): the same depth and decision
+        r.nr_idle_scan = [0, 0];
+        r.nr_idle_scan_exit = [0, 0];
+        r.chosen = 0;
+        let d = run(r);
+        assert_eq!(
+            (d.wakeups, d.agreement_pct, d.decision_agreement_pct),
+            (1, 100.0, 100.0)
+        );
+        // in the warm-up: compared, no depth pair
+        r.ns = S + depth::WARM_UP_NS - 1;
+        assert_eq!(run(r).wakeups, 0);
+    }
+
     /// in_task() per preempt_count layout (include/linux/preempt.h): 7.x's counted
     /// interrupt disabling moved the hardirq count to bits 24-27 (bits 16-23 now count
     /// hardirq disabling, task context), NMI to bit 28 (nmi_nesting) or 28-31 (64-bit).
