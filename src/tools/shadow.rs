@@ -700,7 +700,13 @@ fn trace(
     if learned {
         unlearned_warm_up = tracer_count(&skel, ti::shadow_cnt_SHADOW_RQ_MISMATCH).unwrap_or(0);
     }
-    let (recs, lost, not_kept, received, busy) = collect(&mut skel, topo, secs, stop)?;
+    let Collected {
+        recs,
+        lost,
+        not_kept,
+        received,
+        busy,
+    } = collect(&mut skel, topo, secs, stop)?;
     let failed = tracer_count(&skel, ti::shadow_cnt_SHADOW_OUT_FAILED)?;
     let mut skipped = BTreeMap::new();
     for (i, name) in TP_SKIPS {
@@ -747,17 +753,28 @@ fn trace(
     })
 }
 
+/// What collect() read from the rings and the idle words.
+struct Collected {
+    /// the records kept (at most MAX_KEPT)
+    recs: Vec<Rec>,
+    /// the records the rings lost, and those not kept
+    lost: u64,
+    not_kept: u64,
+    /// the records received by loss class (out_class())
+    received: [u64; OUT_CLASSES],
+    /// the CPUs' idle time sampled at the loader's cadence meanwhile
+    busy: Busy,
+}
+
 /// The records of the per-CPU perf rings for `secs` (or until `stop`), then the tracer
-/// detached and the rings drained: the records kept (at most MAX_KEPT), the records the
-/// rings lost, those not kept, the records received by loss class (out_class()), and the
-/// CPUs' idle time sampled at the loader's cadence meanwhile.
+/// detached and the rings drained; the CPUs' idle time sampled meanwhile.
 // long: the rings' callbacks and the poll loop that also samples share the counts
 fn collect(
     skel: &mut ShadowSkel<'_>,
     topo: &bi::sis_topo,
     secs: u64,
     stop: &Arc<AtomicBool>,
-) -> Result<(Vec<Rec>, u64, u64, [u64; OUT_CLASSES], Busy)> {
+) -> Result<Collected> {
     let kept = Rc::new(RefCell::new(Vec::<Rec>::new()));
     let lost = Rc::new(RefCell::new(0u64));
     let not_kept = Rc::new(RefCell::new(0u64));
@@ -831,7 +848,13 @@ fn collect(
     let lost = *lost.borrow();
     let not_kept = *not_kept.borrow();
     let received = *received.borrow();
-    Ok((recs, lost, not_kept, received, busy))
+    Ok(Collected {
+        recs,
+        lost,
+        not_kept,
+        received,
+        busy,
+    })
 }
 
 /// The replay object: batches of runs (shadow_replay.bpf.c's replay_batch), each job's
