@@ -124,7 +124,8 @@ pub struct ShadowOpts {
     pub fit: Option<PathBuf>,
     /// Also write every recorded wake-up (snapshot and the kernel's CPU) with the kernel's
     /// release, topology, features and attachment to FILE, JSON Lines (format
-    /// `scx_sisutil-shadow` 1, README): `--replay` reads it on any machine
+    /// `scx_sisutil-shadow` 1, README; `.zst`: through the zstd command): `--replay` reads it
+    /// on any machine
     #[arg(long, value_name = "FILE.jsonl", conflicts_with = "replay")]
     pub record: Option<PathBuf>,
     /// With --record: also the waker's and the wakee's process names (comm) in each

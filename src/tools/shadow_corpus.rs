@@ -306,7 +306,27 @@ impl Out {
             busy: Some(rec.busy.clone()),
         };
         let ctx = || format!("--record {}: writing", self.path.display());
-        let mut w = BufWriter::new(self.file);
+        // `.zst`: through `zstd -c` into the file (as --replay reads it back)
+        let mut zstd = None;
+        let out: Box<dyn Write> = if self.path.extension().is_some_and(|e| e == "zst") {
+            let mut child = Command::new("zstd")
+                .args(["-qc"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::from(self.file))
+                .spawn()
+                .with_context(|| {
+                    format!(
+                        "--record {}: a .zst needs the zstd command",
+                        self.path.display()
+                    )
+                })?;
+            let stdin = child.stdin.take().context("zstd's stdin")?;
+            zstd = Some(child);
+            Box::new(stdin)
+        } else {
+            Box::new(self.file)
+        };
+        let mut w = BufWriter::with_capacity(1 << 20, out);
         serde_json::to_writer(&mut w, &h).with_context(ctx)?;
         w.write_all(b"\n").with_context(ctx)?;
         for r in recs {
@@ -314,6 +334,13 @@ impl Out {
             w.write_all(b"\n").with_context(ctx)?;
         }
         w.flush().with_context(ctx)?;
+        drop(w);
+        if let Some(mut c) = zstd {
+            let st = c.wait().with_context(ctx)?;
+            if !st.success() {
+                bail!("--record {}: zstd failed ({st})", self.path.display());
+            }
+        }
         eprintln!(
             "shadow: recorded {} wake-ups to {}",
             recs.len(),
@@ -1232,6 +1259,94 @@ mod tests {
                 "no {k}x recording in tests/corpus"
             );
         }
+    }
+
+    /// --record then --replay: the records and the busy-time samples come back, and a `.zst`
+    /// name is written through zstd (read back through it too): the same report as the
+    /// file recorded from, now with a depth block (the same from either file); the corpus
+    /// file itself (recorded before the samples) has none.
+    #[test]
+    fn shadow_record_then_replay_keeps_the_busy_samples() {
+        use super::super::depth::INTERVAL_NS;
+        let f = corpus()
+            .into_iter()
+            .find(|p| {
+                p.to_string_lossy()
+                    .contains("6.18.44-fc-v657-host-tracepoint-mixed")
+            })
+            .expect("the 6.18 host's mixed recording");
+        let args = ReplayArgs {
+            fit: None,
+            mutant: false,
+            dump: false,
+        };
+        let base = replay(std::slice::from_ref(&f), args, String::new()).unwrap();
+        let base = &base.files[0];
+        assert!(base.report.depth.is_none());
+        let mut rd = Reader::open(&f).unwrap();
+        let desc = rd.topo().unwrap();
+        let feat = rd.feat().unwrap();
+        let (mut recs, mut buf, mut chunk) = (vec![], vec![], vec![]);
+        while let Some(first) = rd.raw_chunk(&mut buf).unwrap() {
+            parse_chunk(&f, first, &buf, &mut chunk).unwrap();
+            recs.extend_from_slice(&chunk);
+        }
+        // every CPU idle half of each interval, from 1 s before the first wake-up to the last
+        let t0 = recs.iter().map(|r| r.ns).min().unwrap() - 1_000_000_000;
+        let n = (recs.iter().map(|r| r.ns).max().unwrap() - t0) / INTERVAL_NS + 1;
+        let cpus: Vec<usize> = desc.cpus.iter().map(|c| c.id).collect();
+        let samples = (0..=n)
+            .map(|k| {
+                let mut s = vec![t0 + k * INTERVAL_NS];
+                s.extend(cpus.iter().map(|_| k * INTERVAL_NS / 2));
+                s
+            })
+            .collect();
+        let rec = Recording {
+            recs,
+            attach: "tracepoint",
+            dropped: 0,
+            not_kept: 0,
+            skipped: BTreeMap::new(),
+            sync_check: None,
+            dropped_by_class: vec![],
+            busy: Busy {
+                interval_ns: INTERVAL_NS,
+                cpus,
+                samples,
+            },
+        };
+        let d = tempfile::tempdir().unwrap();
+        let mut reps = vec![];
+        for name in ["r.jsonl", "r.jsonl.zst"] {
+            let p = d.path().join(name);
+            Out::create(&p)
+                .unwrap()
+                .write(&base.report, &desc, feat, &rec, false)
+                .unwrap();
+            let head = std::fs::read(&p).unwrap()[..4].to_vec();
+            assert_eq!(
+                head == [0x28, 0xb5, 0x2f, 0xfd],
+                name.ends_with(".zst"),
+                "{name}"
+            );
+            let mut r = replay(&[p], args, String::new()).unwrap();
+            reps.push(r.files.remove(0));
+        }
+        for r in &reps {
+            assert_eq!(r.records, base.records);
+            let (a, b) = (&r.report, &base.report);
+            assert_eq!(
+                (a.compared, a.agreed, a.racy),
+                (b.compared, b.agreed, b.racy)
+            );
+            let dep = a
+                .depth
+                .as_ref()
+                .expect("no depth block from the recorded samples");
+            assert!(dep.wakeups > 0, "{dep:?}");
+        }
+        assert_eq!(reps[0].report.depth, reps[1].report.depth);
     }
 
     /// Replays are deterministic: a file of several chunks (parsed and replayed by a worker
