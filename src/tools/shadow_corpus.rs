@@ -871,6 +871,11 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
             Ok(acc)
         })?
     };
+    // a file with samples has a block, if empty (no record, or none past the warm-up)
+    let mut acc = acc;
+    if tl.is_some() && acc.depth.is_none() {
+        acc.depth = Some(DepthAcc::default());
+    }
     if acc.records != h.records {
         bail!(
             "{}: {} records, its header says {} (a truncated file?)",
@@ -1347,6 +1352,58 @@ mod tests {
             assert!(dep.wakeups > 0, "{dep:?}");
         }
         assert_eq!(reps[0].report.depth, reps[1].report.depth);
+    }
+
+    /// A header whose busy-time samples do not fit its topology (a CPU it does not have, a
+    /// sample short of a CPU, a clock going back) is refused in one line naming the file.
+    #[test]
+    fn shadow_replay_refuses_bad_busy_samples_in_one_line() {
+        let d = tempfile::tempdir().unwrap();
+        let header = |busy: &str| {
+            format!(
+                r#"{{"format":"scx_sisutil-shadow","version":1,"recorded_by":"t","host":"h","kernel":"k","attach":"fentry","features":[],"features_source":"","hz":250,"duration_s":1.0,"records":0,"wakeups":0,"dropped":0,"not_kept":0,"not_recorded":{{}},"sync_from_stack":null,"comm":false,"topology":[{{"cpu":0,"llc":0,"core":0,"node":0}},{{"cpu":1,"llc":0,"core":1,"node":0}}],"busy":{busy}}}"#
+            )
+        };
+        let args = ReplayArgs {
+            fit: None,
+            mutant: false,
+            dump: false,
+        };
+        let ok = write_tmp(
+            &d,
+            "ok.jsonl",
+            &header(r#"{"interval_ns":20000000,"cpus":[0,1],"samples":[[5,0,0],[6,1,1]]}"#),
+        );
+        assert!(replay(&[ok], args, String::new())
+            .unwrap()
+            .total
+            .depth
+            .is_some());
+        for (name, busy, want) in [
+            (
+                "cpu.jsonl",
+                r#"{"interval_ns":1,"cpus":[0,7],"samples":[]}"#,
+                "CPU 7 is not in the topology",
+            ),
+            (
+                "short.jsonl",
+                r#"{"interval_ns":1,"cpus":[0,1],"samples":[[5,0]]}"#,
+                "sample 0 has 2 values, not 3",
+            ),
+            (
+                "back.jsonl",
+                r#"{"interval_ns":1,"cpus":[0,1],"samples":[[5,0,0],[4,0,0]]}"#,
+                "sample 1's time 4 is 0 or goes back",
+            ),
+        ] {
+            let p = write_tmp(&d, name, &header(busy));
+            let e = format!("{:#}", replay(&[p], args, String::new()).err().expect(name));
+            assert_eq!(e.lines().count(), 1, "{e}");
+            assert!(
+                e.contains(name) && e.contains("busy") && e.contains(want),
+                "{e}"
+            );
+        }
     }
 
     /// Replays are deterministic: a file of several chunks (parsed and replayed by a worker
