@@ -1397,7 +1397,7 @@ mod tests {
             ),
         ] {
             let p = write_tmp(&d, name, &header(busy));
-            let e = format!("{:#}", replay(&[p], args, String::new()).err().expect(name));
+            let e = format!("{:#}", replay(&[p], args, String::new()).expect_err(name));
             assert_eq!(e.lines().count(), 1, "{e}");
             assert!(
                 e.contains(name) && e.contains("busy") && e.contains(want),
