@@ -306,26 +306,7 @@ impl Out {
             busy: Some(rec.busy.clone()),
         };
         let ctx = || format!("--record {}: writing", self.path.display());
-        // `.zst`: through `zstd -c` into the file (as --replay reads it back)
-        let mut zstd = None;
-        let out: Box<dyn Write> = if self.path.extension().is_some_and(|e| e == "zst") {
-            let mut child = Command::new("zstd")
-                .args(["-qc"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::from(self.file))
-                .spawn()
-                .with_context(|| {
-                    format!(
-                        "--record {}: a .zst needs the zstd command",
-                        self.path.display()
-                    )
-                })?;
-            let stdin = child.stdin.take().context("zstd's stdin")?;
-            zstd = Some(child);
-            Box::new(stdin)
-        } else {
-            Box::new(self.file)
-        };
+        let (out, zstd) = sink(&self.path, self.file)?;
         let mut w = BufWriter::with_capacity(1 << 20, out);
         serde_json::to_writer(&mut w, &h).with_context(ctx)?;
         w.write_all(b"\n").with_context(ctx)?;
@@ -348,6 +329,22 @@ impl Out {
         );
         Ok(())
     }
+}
+
+/// Where a --record file's lines go: `file`, or for a `.zst` name `zstd -c` writing into it
+/// (as --replay reads it back), with its process to wait for.
+fn sink(path: &Path, file: File) -> Result<(Box<dyn Write>, Option<Child>)> {
+    if path.extension().is_none_or(|e| e != "zst") {
+        return Ok((Box::new(file), None));
+    }
+    let mut child = Command::new("zstd")
+        .args(["-qc"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::from(file))
+        .spawn()
+        .with_context(|| format!("--record {}: a .zst needs the zstd command", path.display()))?;
+    let stdin = child.stdin.take().context("zstd's stdin")?;
+    Ok((Box::new(stdin), Some(child)))
 }
 
 /// A recording being read: its header, then its records line by line.
@@ -1271,6 +1268,8 @@ mod tests {
     /// file recorded from, now with a depth block (the same from either file); the corpus
     /// file itself (recorded before the samples) has none.
     #[test]
+    // long: one recording written both ways (plain, zstd) and replayed; its steps share the
+    // records, the samples and the base report
     fn shadow_record_then_replay_keeps_the_busy_samples() {
         use super::super::depth::INTERVAL_NS;
         let f = corpus()
