@@ -325,7 +325,8 @@ vm_tests! {
 // D2. shadow: the kernel as the oracle. The kernel's own wake-up placements (EEVDF, no
 // sched_ext attached) under mixed load, traced and replayed live on each kernel: >= 300
 // compared, >= 95 % agreement, the mutant port (scan from target) on the same records agrees
-// less, and the --record file replayed (`shadow --replay`) gives the live figures exactly.
+// less, the depth block (the loader's depth beside the kernel's) compares wake-ups, and the
+// --record file replayed (`shadow --replay`) gives the live figures exactly (the block too).
 // The port's agreement with real kernels is checked on every `cargo test` by the corpus test
 // (tests/corpus, src/tools/shadow_corpus.rs): this only proves recording and replay per kernel.
 
@@ -344,6 +345,7 @@ fn shadow(name: &str, kernel: &str, modes: &[&str]) {
         ));
         checks.push(format!("{m}: the mutant replays the same records"));
         checks.push(format!("{m}: the mutant port agrees less"));
+        checks.push(format!("{m}: the depth block compares wake-ups"));
     }
     let checks: Vec<&str> = checks.iter().map(String::as_str).collect();
     // 1200 s: a hang guard. A window short of SHADOW_MIN_COMPARED is recorded again (shadow.sh);
@@ -374,6 +376,15 @@ fn shadow(name: &str, kernel: &str, modes: &[&str]) {
             "{name}: {m}: {} records replayed from the file",
             f("records")
         );
+        println!(
+            "{name}: {m}: depth: {} wake-ups, the loader's depth the kernel's {:.2} %, |delta| mean {:.3} p99 {}, decision on it the kernel's {:.2} %",
+            f("depth_wakeups"),
+            f("depth_agreement_pct"),
+            f("depth_mean_abs_diff"),
+            f("depth_p99_abs_diff"),
+            f("depth_decision_agreement_pct")
+        );
+        assert!(f("depth_wakeups") > 0.0, "{name}: {m}: no depth block");
         assert!(
             compared >= SHADOW_MIN_COMPARED as f64,
             "{name}: {m}: {compared} compared"

@@ -26,30 +26,7 @@
 #include "intf.h"
 #include "sis_ctx.bpf.h"
 #include "sis.bpf.h"		/* update_idle_core(), sis_prop_idle_exit() */
-
-/* The CPU goes idle at @now (a period already open is kept). */
-static __always_inline void idle_enter(struct cpu_ctx *cc, u64 now)
-{
-	if (!READ_ONCE(cc->idle_start))
-		WRITE_ONCE(cc->idle_start, now);
-}
-
-/*
- * The idle period ends at @now (a claim or the CPU's exit): its length, added
- * to idle_ns, or 0 when no period was open (already closed by the other
- * writer, or the CPU was not idle).
- */
-static __always_inline u64 idle_exit(struct cpu_ctx *cc, u64 now)
-{
-	u64 start = READ_ONCE(cc->idle_start), delta;
-
-	if (!start || __sync_val_compare_and_swap(&cc->idle_start, start, 0) != start)
-		return 0;
-	delta = now > start ? now - start : 0;
-	/* after idle_start's clear: see above */
-	__sync_fetch_and_add(&cc->idle_ns, delta);
-	return delta;
-}
+#include "idle_time.bpf.h"	/* idle_enter(), idle_exit() */
 
 /*
  * ops.update_idle's accounting at @now (ns) and @jiffies: going idle opens

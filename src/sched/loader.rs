@@ -37,7 +37,9 @@ pub fn idle_total(
 
 /// The loader's per-interval work: one util sample per CPU, the per-LLC sum, SIS_UTIL's
 /// depth (update_idle_cpu_scan, done here because sched_ext tasks are not in the fair
-/// class's load balance), written to the BPF side's cpu_ctxs and llc_ctxs.
+/// class's load balance), written to the BPF side's cpu_ctxs and llc_ctxs (`update`). The
+/// step itself (`step`: idle totals in, utils and depths out) is the one `shadow` feeds
+/// with the idle time it traces beside the kernel's wake-ups (src/tools/shadow_depth.rs).
 pub struct UtilUpdate {
     /// per LLC: its CPUs
     llcs: Vec<Vec<usize>>,
@@ -45,21 +47,71 @@ pub struct UtilUpdate {
     prev_idle: Vec<u64>,
     prev_sample: u64,
     imbalance_pct: u64,
+    /// the last step's util per CPU, and per LLC (util_sum, depth)
+    util: Vec<u64>,
+    llc_out: Vec<(u64, u64)>,
 }
 
 impl UtilUpdate {
     pub fn new(llcs: Vec<Vec<usize>>, nr_cpu_ids: usize, imbalance_pct: u64) -> Self {
+        let nr_llcs = llcs.len();
         UtilUpdate {
             llcs,
             filters: vec![UtilFilter::default(); nr_cpu_ids],
             prev_idle: vec![0; nr_cpu_ids],
             prev_sample: 0,
             imbalance_pct,
+            util: vec![0; nr_cpu_ids],
+            llc_out: vec![(0, 0); nr_llcs],
         }
     }
 
-    /// One sample at `now` (CLOCK_MONOTONIC ns, the clock of bpf_ktime_get_ns()); each
-    /// LLC's depth by `rules`, with SIS_FIT from its row of `fit` (sis_fit::fit_table).
+    /// One sample at `now` (CLOCK_MONOTONIC ns, the clock of bpf_ktime_get_ns()) from each
+    /// CPU's idle time up to `now` (`idle_total(cpu)`, ns): each CPU's util and
+    /// each LLC's util sum and depth by `rules`, with SIS_FIT from its row of `fit`
+    /// (sis_fit::fit_table) (`llcs()`). False for the first sample, which only sets the
+    /// baseline (nothing computed).
+    pub fn step(
+        &mut self,
+        rules: DepthRules,
+        now: u64,
+        fit: &[[Option<u64>; crate::sched::sis_fit::BUCKETS]],
+        mut idle_total: impl FnMut(usize) -> u64,
+    ) -> bool {
+        let period = now.saturating_sub(self.prev_sample);
+        let first = self.prev_sample == 0;
+        self.prev_sample = now;
+
+        for (l, cpus) in self.llcs.iter().enumerate() {
+            let mut sum = 0u64;
+            for &cpu in cpus {
+                let total = idle_total(cpu);
+                let d_idle = total.saturating_sub(self.prev_idle[cpu]).min(period);
+                self.prev_idle[cpu] = total;
+                if first {
+                    continue;
+                }
+                let util = self.filters[cpu].update(period - d_idle, period);
+                self.util[cpu] = util;
+                sum += util;
+            }
+            if first {
+                continue;
+            }
+            let depth = rules.depth(sum, cpus.len() as u64, self.imbalance_pct, fit.get(l));
+            self.llc_out[l] = (sum, depth);
+        }
+        !first
+    }
+
+    /// The last step's (util_sum, depth) of each LLC.
+    pub fn llcs(&self) -> &[(u64, u64)] {
+        &self.llc_out
+    }
+
+    /// One sample at `now` (CLOCK_MONOTONIC ns) of the idle time BPF accounts in
+    /// `cpu_ctxs` (idle_total()): `step`, then each CPU's util and each LLC's util sum and
+    /// depth written to `cpu_ctxs` and `llc_ctxs`.
     pub fn update(
         &mut self,
         rules: DepthRules,
@@ -68,34 +120,24 @@ impl UtilUpdate {
         llc_ctxs: &mut [crate::bpf_intf::llc_ctx],
         fit: &[[Option<u64>; crate::sched::sis_fit::BUCKETS]],
     ) {
-        let period = now.saturating_sub(self.prev_sample);
-        let first = self.prev_sample == 0;
-        self.prev_sample = now;
-
-        for (l, cpus) in self.llcs.iter().enumerate() {
-            let mut sum = 0u64;
+        let read = |cpu: usize| {
+            let cc = &cpu_ctxs[cpu];
+            idle_total(
+                // SAFETY: fields of the mmapped .bss, written concurrently by BPF
+                || unsafe { std::ptr::read_volatile(&cc.idle_ns) },
+                || unsafe { std::ptr::read_volatile(&cc.idle_start) },
+                now,
+            )
+        };
+        if !self.step(rules, now, fit, read) {
+            return;
+        }
+        for cpus in &self.llcs {
             for &cpu in cpus {
-                let cc = &mut cpu_ctxs[cpu];
-                let idle_total = idle_total(
-                    // SAFETY: fields of the mmapped .bss, written concurrently by BPF
-                    || unsafe { std::ptr::read_volatile(&cc.idle_ns) },
-                    || unsafe { std::ptr::read_volatile(&cc.idle_start) },
-                    now,
-                );
-                let d_idle = idle_total.saturating_sub(self.prev_idle[cpu]).min(period);
-                self.prev_idle[cpu] = idle_total;
-                if first {
-                    continue;
-                }
-                let util = self.filters[cpu].update(period - d_idle, period);
-                unsafe { std::ptr::write_volatile(&mut cc.util, util) };
-                sum += util;
+                unsafe { std::ptr::write_volatile(&mut cpu_ctxs[cpu].util, self.util[cpu]) };
             }
-            if first {
-                continue;
-            }
-            let lc = &mut llc_ctxs[l];
-            let depth = rules.depth(sum, cpus.len() as u64, self.imbalance_pct, fit.get(l));
+        }
+        for (lc, &(sum, depth)) in llc_ctxs.iter_mut().zip(&self.llc_out) {
             lc.util_sum = sum;
             // update_idle_cpu_scan() (commit 70fb5ccf2ebb, after Mel Gorman's review): "if
             // ((int)y != sd_share->nr_idle_scan) WRITE_ONCE(...)", a shared line is not
@@ -156,16 +198,26 @@ impl IntervalWait {
                 return Wake::Requests(n);
             }
             let now = clock();
-            if now >= self.next {
-                self.next = if self.next == 0 || now - self.next >= self.interval_ns {
-                    now + self.interval_ns
-                } else {
-                    self.next + self.interval_ns
-                };
+            if self.due(now) {
                 return Wake::Interval(now);
             }
             std::thread::sleep(Duration::from_nanos(self.next - now));
         }
+    }
+
+    /// Whether the interval is due at `now` (CLOCK_MONOTONIC ns), without sleeping; when
+    /// it is, the next deadline is set as `wait` sets it (`shadow`'s poll loop samples at
+    /// the loader's cadence with it).
+    pub fn due(&mut self, now: u64) -> bool {
+        if now < self.next {
+            return false;
+        }
+        self.next = if self.next == 0 || now - self.next >= self.interval_ns {
+            now + self.interval_ns
+        } else {
+            self.next + self.interval_ns
+        };
+        true
     }
 }
 

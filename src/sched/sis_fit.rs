@@ -248,9 +248,16 @@ pub fn fit_depth(fit: Option<&[Option<u64>; BUCKETS]>, util_sum: u64, weight: u6
     if weight == 0 {
         return None;
     }
-    let b = ((util_sum * 10 / (weight * bi::sis_consts_SCHED_CAPACITY as u64)) as usize)
-        .min(BUCKETS - 1);
-    fit?[b].map(|d| d.min(weight))
+    fit?[util_bucket(util_sum, weight)].map(|d| d.min(weight))
+}
+
+/// The 10 % utilization bucket of an LLC of `weight` CPUs at `util_sum` (calib.bpf.h's:
+/// util_sum * 10 / (weight * 1024), the last one holding 90 % and over); 0 for no CPUs.
+pub fn util_bucket(util_sum: u64, weight: u64) -> usize {
+    if weight == 0 {
+        return 0;
+    }
+    ((util_sum * 10 / (weight * bi::sis_consts_SCHED_CAPACITY as u64)) as usize).min(BUCKETS - 1)
 }
 
 #[cfg(test)]

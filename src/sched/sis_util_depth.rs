@@ -16,7 +16,7 @@ pub const SCHED_CAPACITY_SCALE: u64 = crate::bpf_intf::sis_consts_SCHED_CAPACITY
 /// LLCs of at most this many CPUs get SIS_SMALL_LLC's boost.
 const SMALL_LLC_MAX_WEIGHT: u64 = 16;
 /// PELT half-life: y^32 = 1/2 with 1 ms periods, i.e. 32 ms.
-const UTIL_HALF_LIFE_NS: f64 = 32_000_000.0;
+pub const UTIL_HALF_LIFE_NS: f64 = 32_000_000.0;
 /// The SIS_UTIL commit message's table columns (utilization in percent).
 const DEFAULT_UTIL_PCTS: [u64; 11] = [0, 5, 15, 25, 35, 45, 55, 65, 75, 85, 86];
 

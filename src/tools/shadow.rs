@@ -48,6 +48,10 @@ use skel::{ShadowSkel, ShadowSkelBuilder};
 /// `--record FILE` / `--replay FILE...`: the recordings' format and their replay
 #[path = "shadow_corpus.rs"]
 mod corpus;
+/// the `depth` block: the loader's depth beside the kernel's nr_idle_scan
+#[path = "shadow_depth.rs"]
+mod depth;
+use depth::{Busy, DepthAcc, DepthReport, Timeline};
 
 const MAX_CPUS: usize = bi::sis_consts_MAX_CPUS as usize;
 const WORDS: usize = MAX_CPUS / 64;
@@ -120,7 +124,8 @@ pub struct ShadowOpts {
     pub fit: Option<PathBuf>,
     /// Also write every recorded wake-up (snapshot and the kernel's CPU) with the kernel's
     /// release, topology, features and attachment to FILE, JSON Lines (format
-    /// `scx_sisutil-shadow` 1, README): `--replay` reads it on any machine
+    /// `scx_sisutil-shadow` 1, README; `.zst`: through the zstd command): `--replay` reads it
+    /// on any machine
     #[arg(long, value_name = "FILE.jsonl", conflicts_with = "replay")]
     pub record: Option<PathBuf>,
     /// With --record: also the waker's and the wakee's process names (comm) in each
@@ -220,6 +225,9 @@ pub struct Report {
     pub policies: Vec<PolicyRow>,
     /// the SIS_FIT counterfactual: its fit, or why it is not replayed
     pub sis_fit: String,
+    /// the loader's depth beside the kernel's nr_idle_scan (shadow_depth.rs); null for a
+    /// recording without busy-time samples
+    pub depth: Option<DepthReport>,
     /// --mutate-scan-start: the wrong port on the same records
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mutant: Option<Mutant>,
@@ -536,6 +544,8 @@ struct Recording {
     sync_check: Option<(u64, u64)>,
     /// the rings' losses by class of wake-up
     dropped_by_class: Vec<DropClass>,
+    /// the CPUs' idle time sampled at the loader's cadence (shadow_depth.rs)
+    busy: Busy,
 }
 
 /// The first line of a libbpf error, printable.
@@ -684,13 +694,20 @@ fn trace(
     stop: &Arc<AtomicBool>,
 ) -> Result<Recording> {
     let tp = mode == Attach::Tracepoint;
-    // rq_not_learned counts from the end of the warm-up
+    // every CPU switches: its rq learned, its idle state known (shadow_switch); rq_not_learned
+    // counts from the end of the warm-up
+    warm_up_cpus(topo.nr_cpu_ids as usize);
     let mut unlearned_warm_up = 0u64;
     if learned {
-        warm_up_cpus(topo.nr_cpu_ids as usize);
         unlearned_warm_up = tracer_count(&skel, ti::shadow_cnt_SHADOW_RQ_MISMATCH).unwrap_or(0);
     }
-    let (recs, lost, not_kept, received) = collect(&mut skel, topo, secs, stop)?;
+    let Collected {
+        recs,
+        lost,
+        not_kept,
+        received,
+        busy,
+    } = collect(&mut skel, topo, secs, stop)?;
     let failed = tracer_count(&skel, ti::shadow_cnt_SHADOW_OUT_FAILED)?;
     let mut skipped = BTreeMap::new();
     for (i, name) in TP_SKIPS {
@@ -733,18 +750,32 @@ fn trace(
         skipped,
         sync_check,
         dropped_by_class,
+        busy,
     })
 }
 
+/// What collect() read from the rings and the idle words.
+struct Collected {
+    /// the records kept (at most MAX_KEPT)
+    recs: Vec<Rec>,
+    /// the records the rings lost, and those not kept
+    lost: u64,
+    not_kept: u64,
+    /// the records received by loss class (out_class())
+    received: [u64; OUT_CLASSES],
+    /// the CPUs' idle time sampled at the loader's cadence meanwhile
+    busy: Busy,
+}
+
 /// The records of the per-CPU perf rings for `secs` (or until `stop`), then the tracer
-/// detached and the rings drained: the records kept (at most MAX_KEPT), the records the
-/// rings lost, those not kept, and the records received by loss class (out_class()).
+/// detached and the rings drained; the CPUs' idle time sampled meanwhile.
+// long: the rings' callbacks and the poll loop that also samples share the counts
 fn collect(
     skel: &mut ShadowSkel<'_>,
     topo: &bi::sis_topo,
     secs: u64,
     stop: &Arc<AtomicBool>,
-) -> Result<(Vec<Rec>, u64, u64, [u64; OUT_CLASSES])> {
+) -> Result<Collected> {
     let kept = Rc::new(RefCell::new(Vec::<Rec>::new()));
     let lost = Rc::new(RefCell::new(0u64));
     let not_kept = Rc::new(RefCell::new(0u64));
@@ -776,9 +807,38 @@ fn collect(
         .lost_cb(move |_cpu, n| *l2.borrow_mut() += n)
         .build()
         .context("opening the per-CPU perf rings")?;
+    // the loader's read of the idle words (loader::idle_total) at its cadence
+    // (IntervalWait), every present CPU
+    let cpus: Vec<usize> = (0..MAX_CPUS).filter(|&c| topo.cpu_llc[c] >= 0).collect();
+    let mut busy = Busy {
+        interval_ns: depth::INTERVAL_NS,
+        cpus,
+        samples: vec![],
+    };
+    let mut wait =
+        crate::sched::loader::IntervalWait::new(Duration::from_nanos(depth::INTERVAL_NS), None);
     let end = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < end && !stop.load(Ordering::Relaxed) {
-        pb.poll(Duration::from_millis(100))
+        let now = crate::sched::clock::monotonic_ns();
+        if wait.due(now) {
+            let bss = skel.maps.bss_data.as_ref().context("no bss")?;
+            let mut s = Vec::with_capacity(busy.cpus.len() + 1);
+            s.push(now);
+            for &c in &busy.cpus {
+                let cc = &bss.shadow_cpus[c];
+                s.push(crate::sched::loader::idle_total(
+                    // SAFETY: fields of the mmapped .bss, written concurrently by BPF
+                    || unsafe { std::ptr::read_volatile(&cc.idle_ns) },
+                    || unsafe { std::ptr::read_volatile(&cc.idle_start) },
+                    now,
+                ));
+            }
+            busy.samples.push(s);
+        }
+        let left = wait
+            .deadline()
+            .saturating_sub(crate::sched::clock::monotonic_ns());
+        pb.poll(Duration::from_nanos(left.min(100_000_000)))
             .context("polling the perf rings")?;
     }
     // detach first, then drain what is left
@@ -789,7 +849,13 @@ fn collect(
     let lost = *lost.borrow();
     let not_kept = *not_kept.borrow();
     let received = *received.borrow();
-    Ok((recs, lost, not_kept, received))
+    Ok(Collected {
+        recs,
+        lost,
+        not_kept,
+        received,
+        busy,
+    })
 }
 
 /// The replay object: batches of runs (shadow_replay.bpf.c's replay_batch), each job's
@@ -1171,6 +1237,8 @@ struct Analysis {
     undecided: BTreeMap<String, u64>,
     /// compared and agreed per class of wake-up (out_class(), as recorded)
     by_class: [(u64, u64); OUT_CLASSES],
+    /// the loader's depth beside the kernel's, over the compared wake-ups
+    depth: DepthAcc,
 }
 
 /// `r` with wake_affine()'s inputs as re-read at exit (shadow.bpf.c's read_wa_exit()): this_rq
@@ -1323,11 +1391,13 @@ fn report_policies(kernel: u64, with_fit: bool) -> Result<Vec<(String, u64)>> {
     Ok(policies)
 }
 
-/// What the replay machine takes besides the topology: the kernel's HZ and SIS_FIT's row.
+/// What the replay machine takes besides the topology: the kernel's HZ and SIS_FIT's row;
+/// and the loader's depths for the depth block (None: no block).
 #[derive(Clone, Copy, Debug)]
-struct ReplayOpts {
+struct ReplayOpts<'a> {
     hz: u64,
     fit: Option<FitRow>,
+    loader: Option<&'a Timeline>,
 }
 
 fn analyse(
@@ -1341,7 +1411,7 @@ fn analyse(
 ) -> Result<Analysis> {
     let mut obj = MaybeUninit::<OpenObject>::uninit();
     let mut rp = Replay::load(&mut obj, topo, ro.hz, ro.fit)?;
-    analyse_with(&mut rp, recs, feat, policies, dump, racy_given)
+    analyse_with(&mut rp, recs, feat, policies, dump, racy_given, ro.loader)
 }
 
 /// analyse() on a loaded replay object (the corpus replays a file in chunks through one).
@@ -1349,7 +1419,9 @@ fn analyse(
 /// and every run its verdict may need (the exit state's, the unknown inputs' other values,
 /// each policy's word), then for a disagreement its steps and the other target's steps.
 /// Each run sets the whole machine from its snapshot, so a run asked and not needed changes
-/// nothing: the figures are the record-by-record replay's.
+/// nothing: the figures are the record-by-record replay's. With `loader` (the loader's
+/// depths over time) each wake-up not racy is also run on the loader's depths of its two
+/// LLCs, for the depth block.
 // long: the three rounds of one group share its asks, runs and plans (Plan); the race
 // test, the unknown inputs, the policies and the by-class counts read the same runs
 fn analyse_with(
@@ -1359,6 +1431,7 @@ fn analyse_with(
     policies: &[(String, u64)],
     dump: bool,
     racy_given: Option<&[bool]>,
+    loader: Option<&Timeline>,
 ) -> Result<Analysis> {
     let (mut compared, mut racy, mut agreed, mut current, mut idle_available) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
@@ -1367,6 +1440,8 @@ fn analyse_with(
     let mut racy_mask = vec![false; recs.len()];
     let mut undecided: BTreeMap<String, u64> = BTreeMap::new();
     let mut by_class = [(0u64, 0u64); OUT_CLASSES];
+    let mut depth = DepthAcc::default();
+    let llc_of = |t: &bi::sis_topo, c: i32| t.cpu_llc[c as usize % MAX_CPUS] as i32;
     // a policy whose word is the kernel's (the `kernel` row; `patched` where the kernel's
     // features are its) is the port's run again: each replay sets the whole machine from
     // the snapshot, so the same word gives the same run. The others: one run each
@@ -1434,6 +1509,7 @@ fn analyse_with(
                 exit: None,
                 vars: asks.len() + 1..asks.len() + 1,
                 words: 0,
+                loader: None,
                 racy_anyway,
             };
             asks.push(ask(rec, idle, feat));
@@ -1458,8 +1534,23 @@ fn analyse_with(
                     asks.push(ask(rec, idle, *w));
                 }
             }
+            // the loader's depths of the two LLCs, in force at the wake-up, in a copy of
+            // the record (after the variants and the exit one)
+            let lrec = loader.filter(|_| !racy_anyway).and_then(|tl| {
+                let d = tl.at(r.ns)?;
+                let mut l = *r;
+                for (i, c) in [r.this_cpu, r.prev].into_iter().enumerate() {
+                    let llc = llc_of(&rp.topo, c);
+                    l.nr_idle_scan[i] = d.get(llc as usize).map_or(-1, |&v| v as i32);
+                }
+                p.loader = Some(asks.len());
+                let at = rec + vars.len() as u32 + rx.is_some() as u32;
+                asks.push(ask(at, idle, feat));
+                Some(l)
+            });
             vrecs.extend(vars);
             vrecs.extend(rx);
+            vrecs.extend(lrec);
             idles.push(entry);
             idles.push(exit);
             plans.push(Some(p));
@@ -1516,6 +1607,20 @@ fn analyse_with(
             by_class[class].1 += (port.cpu == r.chosen) as u64;
             if (0..WORDS.min(8)).any(|i| entry[i] & r.allowed[i] != 0) {
                 idle_available += 1;
+            }
+            if let (Some(l), Some(d)) = (p.loader, loader.and_then(|tl| tl.at(r.ns))) {
+                let t = &rp.topo;
+                let pair = depth::pair_of(
+                    [llc_of(t, r.this_cpu), llc_of(t, r.prev)],
+                    llc_of(t, r.chosen),
+                    r.nr_idle_scan,
+                    r.util_sum,
+                    rp.llc_weight[r.chosen as usize % MAX_CPUS],
+                    d,
+                );
+                if let Some(pair) = pair {
+                    depth.add(pair, runs[l].cpu == r.chosen);
+                }
             }
             if port.cpu == r.chosen {
                 agreed += 1;
@@ -1597,6 +1702,7 @@ fn analyse_with(
         racy_mask,
         undecided,
         by_class,
+        depth,
     })
 }
 
@@ -1632,6 +1738,8 @@ struct Plan {
     vars: std::ops::Range<usize>,
     /// the first of the policies' words' runs (not racy anyway)
     words: usize,
+    /// the run on the loader's depths (not racy anyway, past the loader's warm-up)
+    loader: Option<usize>,
     /// racy whatever the port's CPU: the kernel's CPU or an LLC hint changed, or the
     /// given verdict (a mutant's replay)
     racy_anyway: bool,
@@ -1693,6 +1801,7 @@ fn print_table(rep: &Report) {
     }
     print_policies(&rep.policies, 12);
     println!("fitted depth: {}", rep.sis_fit);
+    depth::print_depth(rep.depth.as_ref());
 }
 
 /// matplotlib script for crate::tools::plot::render (data, title, out defined there)
@@ -1742,9 +1851,12 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
     };
     let rec = record(&topo, opts.duration, &modes, stop, opts.comm)?;
     let duration_s = started.elapsed().as_secs_f64();
-    let rep = live_report(opts, &ro, topo, (feat, features_source), duration_s, &rec)?;
+    // the loader's depths from the idle time sampled beside the wake-ups
+    let tl = Timeline::of(&rec.busy, &desc.llcs(), desc.nr_cpu_ids())?;
+    let k = (feat, features_source);
+    let rep = live_report(opts, &ro, topo, k, duration_s, &rec, &tl)?;
     if let Some(out) = record_out {
-        out.write(&rep, &desc, feat, &rec.recs, opts.comm)?;
+        out.write(&rep, &desc, feat, &rec, opts.comm)?;
     }
     let title = format!(
         "shadow: {} ({} compared wake-ups, {:.1} % agreement)",
@@ -1755,7 +1867,8 @@ pub fn shadow_main(opts: &ShadowOpts, stop: &Arc<AtomicBool>) -> Result<()> {
 
 /// The live run's report: the recording `rec` replayed under every policy row (and the
 /// mutant port with --mutate-scan-start), under the kernel's feature word `feat` (and where
-/// it was read from) after a recording of `duration_s`.
+/// it was read from) after a recording of `duration_s`; the depth block from the loader's
+/// depths `tl`.
 fn live_report(
     opts: &ShadowOpts,
     ro: &ReportOpts,
@@ -1763,6 +1876,7 @@ fn live_report(
     (feat, features_source): (u64, String),
     duration_s: f64,
     rec: &Recording,
+    tl: &Timeline,
 ) -> Result<Report> {
     let recs = rec.recs.as_slice();
     let policies = report_policies(feat, ro.fit.is_some())?;
@@ -1773,7 +1887,11 @@ fn live_report(
         recs,
         &topo,
         feat,
-        ReplayOpts { hz, fit },
+        ReplayOpts {
+            hz,
+            fit,
+            loader: Some(tl),
+        },
         &policies,
         opts.dump,
         None,
@@ -1786,7 +1904,11 @@ fn live_report(
     }
     let mutant = if opts.mutate_scan_start {
         mutate_scan_start(&mut topo);
-        let ro = ReplayOpts { hz, fit: None };
+        let ro = ReplayOpts {
+            hz,
+            fit: None,
+            loader: None,
+        };
         let m = analyse(recs, &topo, feat, ro, &[], false, Some(&a.racy_mask))?;
         Some(Mutant {
             compared: m.compared,
@@ -1823,6 +1945,7 @@ fn live_report(
         disagreements: a.disagreements,
         policies: a.policies,
         sis_fit: ro.sis_fit.clone(),
+        depth: Some(a.depth.report()),
         mutant,
     })
 }
@@ -1893,7 +2016,11 @@ mod tests {
             &[r],
             t,
             KERNEL,
-            ReplayOpts { hz: 250, fit: None },
+            ReplayOpts {
+                hz: 250,
+                fit: None,
+                loader: None,
+            },
             &[("kernel".into(), KERNEL)],
             false,
             None,
@@ -2026,7 +2153,11 @@ mod tests {
                 &[r],
                 &t,
                 KERNEL,
-                ReplayOpts { hz: 250, fit },
+                ReplayOpts {
+                    hz: 250,
+                    fit,
+                    loader: None,
+                },
                 &[patched.clone(), fitp.clone()],
                 false,
                 None,
@@ -2061,6 +2192,68 @@ mod tests {
         assert!(no.contains("not replayed: no --fit"), "{no}");
         let yes = fit_note(&fitp.0, Some((std::path::Path::new("f.json"), 2)));
         assert!(yes.contains("f.json (2 of 10 buckets fitted"), "{yes}");
+    }
+
+    /// The depth block on one wake-up of a 4-CPU LLC: the kernel's nr_idle_scan 4 (its
+    /// util 0 %) found idle CPU 3, where the loader, which saw every CPU busy for a second,
+    /// has depth 0: the depths differ by 4, and the port replayed on the loader's depth
+    /// skips the scan (not the kernel's CPU) while the port on the kernel's agrees. Equal
+    /// depths agree; a wake-up in the loader's warm-up has no pair.
+    #[test]
+    fn shadow_depth_block_replays_the_loader_depth() {
+        const S: u64 = 1_000_000_000;
+        let t = topo(1, 4, 1);
+        let desc = TopoDesc::synthetic(1, 4, 1, 1);
+        let busy = Busy {
+            interval_ns: depth::INTERVAL_NS,
+            cpus: vec![0, 1, 2, 3],
+            samples: (0..=50).map(|k| vec![S + k * S / 50, 0, 0, 0, 0]).collect(),
+        };
+        let tl = Timeline::of(&busy, &desc.llcs(), 4).unwrap();
+        let run = |r: Rec| {
+            let ro = ReplayOpts {
+                hz: 250,
+                fit: None,
+                loader: Some(&tl),
+            };
+            let o = analyse(
+                &[r],
+                &t,
+                KERNEL,
+                ro,
+                &[("kernel".into(), KERNEL)],
+                false,
+                None,
+            );
+            let o = o.unwrap();
+            assert_eq!((o.compared, o.agreed), (1, 1), "{o:?}");
+            o.depth.report()
+        };
+        let mut r = rec(0, 0, &[3], 4, 3, 4);
+        r.ns = 2 * S;
+        let d = run(r);
+        assert_eq!(d.wakeups, 1);
+        assert_eq!(
+            (d.agreement_pct, d.mean_abs_diff, d.p99_abs_diff),
+            (0.0, 4.0, 4)
+        );
+        assert_eq!(d.buckets.len(), 1);
+        let b = &d.buckets[0];
+        assert_eq!(b.util_pct, [0, 10]);
+        assert_eq!((b.mean_kernel_depth, b.mean_loader_depth), (4.0, 0.0));
+        assert_eq!(d.decision_agreement_pct, 0.0);
+        // the kernel's depth 0 too (it kept the busy target): the same depth and decision
+        r.nr_idle_scan = [0, 0];
+        r.nr_idle_scan_exit = [0, 0];
+        r.chosen = 0;
+        let d = run(r);
+        assert_eq!(
+            (d.wakeups, d.agreement_pct, d.decision_agreement_pct),
+            (1, 100.0, 100.0)
+        );
+        // in the warm-up: compared, no depth pair
+        r.ns = S + depth::WARM_UP_NS - 1;
+        assert_eq!(run(r).wakeups, 0);
     }
 
     /// in_task() per preempt_count layout (include/linux/preempt.h): 7.x's counted

@@ -23,9 +23,10 @@ use std::process::{Child, Command, Stdio};
 
 use libbpf_rs::OpenObject;
 
+use super::depth::{print_depth, Busy, DepthAcc, Timeline};
 use super::{
     analyse_with, mutate_scan_start, pct, print_table, report_policies, Analysis, PolicyRow, Rec,
-    Replay, Report, ReportOpts, ShadowOpts, SyncCheck,
+    Recording, Replay, Report, ReportOpts, ShadowOpts, SyncCheck,
 };
 use crate::sched::features;
 use crate::sched::sis_fit::FitRow;
@@ -72,6 +73,10 @@ pub struct Header {
     pub comm: bool,
     /// one object per present CPU: id, LLC id, core id (unique), NUMA node
     pub topology: Vec<CpuLine>,
+    /// the CPUs' idle time at the loader's cadence, for the depth block (shadow_depth.rs);
+    /// absent from files recorded before it (their replay has no depth block)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy: Option<Busy>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -263,9 +268,10 @@ impl Out {
         rep: &Report,
         topo: &TopoDesc,
         feat: u64,
-        recs: &[Rec],
+        rec: &Recording,
         comm: bool,
     ) -> Result<()> {
+        let recs = rec.recs.as_slice();
         let h = Header {
             format: FORMAT.into(),
             version: VERSION,
@@ -297,9 +303,11 @@ impl Out {
                     node: c.node,
                 })
                 .collect(),
+            busy: Some(rec.busy.clone()),
         };
         let ctx = || format!("--record {}: writing", self.path.display());
-        let mut w = BufWriter::new(self.file);
+        let (out, zstd) = sink(&self.path, self.file)?;
+        let mut w = BufWriter::with_capacity(1 << 20, out);
         serde_json::to_writer(&mut w, &h).with_context(ctx)?;
         w.write_all(b"\n").with_context(ctx)?;
         for r in recs {
@@ -307,6 +315,13 @@ impl Out {
             w.write_all(b"\n").with_context(ctx)?;
         }
         w.flush().with_context(ctx)?;
+        drop(w);
+        if let Some(mut c) = zstd {
+            let st = c.wait().with_context(ctx)?;
+            if !st.success() {
+                bail!("--record {}: zstd failed ({st})", self.path.display());
+            }
+        }
         eprintln!(
             "shadow: recorded {} wake-ups to {}",
             recs.len(),
@@ -314,6 +329,22 @@ impl Out {
         );
         Ok(())
     }
+}
+
+/// Where a --record file's lines go: `file`, or for a `.zst` name `zstd -c` writing into it
+/// (as --replay reads it back), with its process to wait for.
+fn sink(path: &Path, file: File) -> Result<(Box<dyn Write>, Option<Child>)> {
+    if path.extension().is_none_or(|e| e != "zst") {
+        return Ok((Box::new(file), None));
+    }
+    let mut child = Command::new("zstd")
+        .args(["-qc"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::from(file))
+        .spawn()
+        .with_context(|| format!("--record {}: a .zst needs the zstd command", path.display()))?;
+    let stdin = child.stdin.take().context("zstd's stdin")?;
+    Ok((Box::new(stdin), Some(child)))
 }
 
 /// A recording being read: its header, then its records line by line.
@@ -390,6 +421,7 @@ impl Reader {
                 sync_from_stack: None,
                 comm: false,
                 topology: vec![],
+                busy: None,
             },
         };
         let want = format!("this scx_sisutil reads {FORMAT} version {VERSION}");
@@ -555,6 +587,8 @@ struct Acc {
     m_compared: u64,
     m_agreed: u64,
     m_dis: BTreeMap<String, u64>,
+    /// the depth block's sums (None: no busy-time samples)
+    depth: Option<DepthAcc>,
 }
 
 fn add_map(to: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
@@ -564,8 +598,9 @@ fn add_map(to: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
 }
 
 impl Acc {
-    /// The sums of one chunk of `n` records, analysed as `a`.
-    fn of(a: &Analysis, n: usize) -> Acc {
+    /// The sums of one chunk of `n` records, analysed as `a` (with the loader's depths:
+    /// `depth`).
+    fn of(a: &Analysis, n: usize, depth: bool) -> Acc {
         let mut acc = Acc {
             records: n as u64,
             compared: a.compared,
@@ -575,6 +610,7 @@ impl Acc {
             idle_available: a.idle_available,
             dis: a.disagreements.clone(),
             undecided: a.undecided.clone(),
+            depth: depth.then(|| a.depth.clone()),
             ..Acc::default()
         };
         for p in &a.policies {
@@ -626,6 +662,11 @@ impl Acc {
         }
         add_fields!(self, o; m_compared, m_agreed);
         add_map(&mut self.m_dis, &o.m_dis);
+        match (&mut self.depth, &o.depth) {
+            (Some(d), Some(od)) => d.merge(od),
+            (None, Some(od)) => self.depth = Some(od.clone()),
+            _ => {}
+        }
     }
 
     fn policy_rows(&self) -> Vec<PolicyRow> {
@@ -684,6 +725,8 @@ pub struct Total {
     pub agreement_pct: f64,
     pub disagreements: BTreeMap<String, u64>,
     pub policies: Vec<PolicyRow>,
+    /// the files' depth blocks summed (those that have one; null: none has)
+    pub depth: Option<super::DepthReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mutant: Option<super::Mutant>,
 }
@@ -714,6 +757,13 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
         .with_context(|| format!("{}: the header's topology", path.display()))?;
     let feat = rd.feat()?;
     let h = rd.header.clone();
+    // the loader's depths from the header's busy-time samples (none in older files)
+    let tl = h
+        .busy
+        .as_ref()
+        .map(|b| Timeline::of(b, &desc.llcs(), desc.nr_cpu_ids()))
+        .transpose()
+        .with_context(|| format!("{}: the header's busy", path.display()))?;
     let policies = report_policies(feat, args.fit.is_some())?;
     let mutant_topo = args.mutant.then(|| {
         let mut mt = topo.clone();
@@ -737,10 +787,18 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
         while let Some((first, buf)) = next(done.take())? {
             parse_chunk(path, first, &buf, &mut recs)?;
             done = Some(buf);
-            let a = analyse_with(&mut rp, &recs, feat, &policies, args.dump, None)?;
-            acc.add(&Acc::of(&a, recs.len()));
+            let a = analyse_with(
+                &mut rp,
+                &recs,
+                feat,
+                &policies,
+                args.dump,
+                None,
+                tl.as_ref(),
+            )?;
+            acc.add(&Acc::of(&a, recs.len(), tl.is_some()));
             if let Some(m) = mrp.as_mut() {
-                let b = analyse_with(m, &recs, feat, &[], false, Some(&a.racy_mask))?;
+                let b = analyse_with(m, &recs, feat, &[], false, Some(&a.racy_mask), None)?;
                 acc.m_compared += b.compared;
                 acc.m_agreed += b.agreed;
                 add_map(&mut acc.m_dis, &b.disagreements);
@@ -810,6 +868,11 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
             Ok(acc)
         })?
     };
+    // a file with samples has a block, if empty (no record, or none past the warm-up)
+    let mut acc = acc;
+    if tl.is_some() && acc.depth.is_none() {
+        acc.depth = Some(DepthAcc::default());
+    }
     if acc.records != h.records {
         bail!(
             "{}: {} records, its header says {} (a truncated file?)",
@@ -844,6 +907,7 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
         disagreements: acc.dis.clone(),
         policies: acc.policy_rows(),
         sis_fit: String::new(),
+        depth: acc.depth.as_ref().map(DepthAcc::report),
         mutant: acc.mutant(args.mutant),
     };
     Ok((
@@ -889,6 +953,7 @@ pub fn replay(paths: &[PathBuf], args: ReplayArgs, sis_fit: String) -> Result<Re
         agreement_pct: pct(all.agreed, all.compared),
         disagreements: all.dis.clone(),
         policies: all.policy_rows(),
+        depth: all.depth.as_ref().map(DepthAcc::report),
         mutant: all.mutant(args.mutant),
     };
     Ok(ReplayReport {
@@ -955,6 +1020,7 @@ fn print_replay(r: &ReplayReport) {
     }
     super::print_policies(&t.policies, 16);
     println!("fitted depth: {}", r.sis_fit);
+    print_depth(t.depth.as_ref());
 }
 
 /// `shadow --replay FILE...`
@@ -1193,6 +1259,148 @@ mod tests {
             assert!(
                 r.files.iter().any(|f| f.report.kernel.starts_with(k)),
                 "no {k}x recording in tests/corpus"
+            );
+        }
+    }
+
+    /// --record then --replay: the records and the busy-time samples come back, and a `.zst`
+    /// name is written through zstd (read back through it too): the same report as the
+    /// file recorded from, now with a depth block (the same from either file); the corpus
+    /// file itself (recorded before the samples) has none.
+    #[test]
+    // long: one recording written both ways (plain, zstd) and replayed; its steps share the
+    // records, the samples and the base report
+    fn shadow_record_then_replay_keeps_the_busy_samples() {
+        use super::super::depth::INTERVAL_NS;
+        let f = corpus()
+            .into_iter()
+            .find(|p| {
+                p.to_string_lossy()
+                    .contains("6.18.44-fc-v657-host-tracepoint-mixed")
+            })
+            .expect("the 6.18 host's mixed recording");
+        let args = ReplayArgs {
+            fit: None,
+            mutant: false,
+            dump: false,
+        };
+        let base = replay(std::slice::from_ref(&f), args, String::new()).unwrap();
+        let base = &base.files[0];
+        assert!(base.report.depth.is_none());
+        let mut rd = Reader::open(&f).unwrap();
+        let desc = rd.topo().unwrap();
+        let feat = rd.feat().unwrap();
+        let (mut recs, mut buf, mut chunk) = (vec![], vec![], vec![]);
+        while let Some(first) = rd.raw_chunk(&mut buf).unwrap() {
+            parse_chunk(&f, first, &buf, &mut chunk).unwrap();
+            recs.extend_from_slice(&chunk);
+        }
+        // every CPU idle half of each interval, from 1 s before the first wake-up to the last
+        let t0 = recs.iter().map(|r| r.ns).min().unwrap() - 1_000_000_000;
+        let n = (recs.iter().map(|r| r.ns).max().unwrap() - t0) / INTERVAL_NS + 1;
+        let cpus: Vec<usize> = desc.cpus.iter().map(|c| c.id).collect();
+        let samples = (0..=n)
+            .map(|k| {
+                let mut s = vec![t0 + k * INTERVAL_NS];
+                s.extend(cpus.iter().map(|_| k * INTERVAL_NS / 2));
+                s
+            })
+            .collect();
+        let rec = Recording {
+            recs,
+            attach: "tracepoint",
+            dropped: 0,
+            not_kept: 0,
+            skipped: BTreeMap::new(),
+            sync_check: None,
+            dropped_by_class: vec![],
+            busy: Busy {
+                interval_ns: INTERVAL_NS,
+                cpus,
+                samples,
+            },
+        };
+        let d = tempfile::tempdir().unwrap();
+        let mut reps = vec![];
+        for name in ["r.jsonl", "r.jsonl.zst"] {
+            let p = d.path().join(name);
+            Out::create(&p)
+                .unwrap()
+                .write(&base.report, &desc, feat, &rec, false)
+                .unwrap();
+            let head = std::fs::read(&p).unwrap()[..4].to_vec();
+            assert_eq!(
+                head == [0x28, 0xb5, 0x2f, 0xfd],
+                name.ends_with(".zst"),
+                "{name}"
+            );
+            let mut r = replay(&[p], args, String::new()).unwrap();
+            reps.push(r.files.remove(0));
+        }
+        for r in &reps {
+            assert_eq!(r.records, base.records);
+            let (a, b) = (&r.report, &base.report);
+            assert_eq!(
+                (a.compared, a.agreed, a.racy),
+                (b.compared, b.agreed, b.racy)
+            );
+            let dep = a
+                .depth
+                .as_ref()
+                .expect("no depth block from the recorded samples");
+            assert!(dep.wakeups > 0, "{dep:?}");
+        }
+        assert_eq!(reps[0].report.depth, reps[1].report.depth);
+    }
+
+    /// A header whose busy-time samples do not fit its topology (a CPU it does not have, a
+    /// sample short of a CPU, a clock going back) is refused in one line naming the file.
+    #[test]
+    fn shadow_replay_refuses_bad_busy_samples_in_one_line() {
+        let d = tempfile::tempdir().unwrap();
+        let header = |busy: &str| {
+            format!(
+                r#"{{"format":"scx_sisutil-shadow","version":1,"recorded_by":"t","host":"h","kernel":"k","attach":"fentry","features":[],"features_source":"","hz":250,"duration_s":1.0,"records":0,"wakeups":0,"dropped":0,"not_kept":0,"not_recorded":{{}},"sync_from_stack":null,"comm":false,"topology":[{{"cpu":0,"llc":0,"core":0,"node":0}},{{"cpu":1,"llc":0,"core":1,"node":0}}],"busy":{busy}}}"#
+            )
+        };
+        let args = ReplayArgs {
+            fit: None,
+            mutant: false,
+            dump: false,
+        };
+        let ok = write_tmp(
+            &d,
+            "ok.jsonl",
+            &header(r#"{"interval_ns":20000000,"cpus":[0,1],"samples":[[5,0,0],[6,1,1]]}"#),
+        );
+        assert!(replay(&[ok], args, String::new())
+            .unwrap()
+            .total
+            .depth
+            .is_some());
+        for (name, busy, want) in [
+            (
+                "cpu.jsonl",
+                r#"{"interval_ns":1,"cpus":[0,7],"samples":[]}"#,
+                "CPU 7 is not in the topology",
+            ),
+            (
+                "short.jsonl",
+                r#"{"interval_ns":1,"cpus":[0,1],"samples":[[5,0]]}"#,
+                "sample 0 has 2 values, not 3",
+            ),
+            (
+                "back.jsonl",
+                r#"{"interval_ns":1,"cpus":[0,1],"samples":[[5,0,0],[4,0,0]]}"#,
+                "sample 1's time 4 is 0 or goes back",
+            ),
+        ] {
+            let p = write_tmp(&d, name, &header(busy));
+            let e = format!("{:#}", replay(&[p], args, String::new()).expect_err(name));
+            assert_eq!(e.lines().count(), 1, "{e}");
+            assert!(
+                e.contains(name) && e.contains("busy") && e.contains(want),
+                "{e}"
             );
         }
     }

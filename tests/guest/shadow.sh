@@ -14,9 +14,11 @@
 #   agrees less;
 #   --record writes the run's wake-ups and `shadow --replay` of that file gives the live
 #   report's figures exactly (records, compared, racy, agreed, disagreements, policies, the
-#   mutant's).
+#   mutant's, and the depth block);
+#   the depth block (the loader's depth beside the kernel's nr_idle_scan) compares wake-ups.
 #   shadow refuses while a sched_ext scheduler is attached, in one line.
-# Figures: wakeups, compared, racy, dropped, agreed, agreement %, the mutant's, per attach.
+# Figures: wakeups, compared, racy, dropped, agreed, agreement %, the mutant's, the depth
+# block's (wake-ups, agreement %, mean and p99 |delta|, decision agreement %), per attach.
 . "$(dirname "$0")/lib.sh"
 
 secs=${1:-8}
@@ -95,7 +97,7 @@ for mode in "${modes[@]}"; do
     > "/tmp/replay-$mode.json" 2> "/tmp/replay-$mode.err" ||
     fail "shadow --replay ($mode) exited $?: $(grep -v '^libbpf' "/tmp/replay-$mode.err" | tail -n 3 | tr '\n' ' ')"
   figure "${mode}_records" "$(jq -r .files[0].records "/tmp/replay-$mode.json")"
-  keys='{wakeups, compared, racy, dropped, agreed, disagreements, undecided, policies, mutant}'
+  keys='{wakeups, compared, racy, dropped, agreed, disagreements, undecided, policies, mutant, depth}'
   expect_eq "$mode: the replay of the recording gives the live figures" \
     "$(jq -cS ".files[0] | $keys" "/tmp/replay-$mode.json")" "$(jq -cS "$keys" "$j")"
   compared=$(jq -r .compared "$j"); agreed=$(jq -r .agreed "$j"); pct=$(jq -r .agreement_pct "$j")
@@ -110,6 +112,14 @@ for mode in "${modes[@]}"; do
   awk_true 'm < a' -v m="$m_agreed" -v a="$agreed" ||
     fail "$mode: the mutant port (scan from target) agreed as often ($m_agreed) as the port ($agreed)"
   ok "$mode: the mutant port agrees less: $m_agreed < $agreed of $compared"
+  # the loader's depth beside the kernel's: the block is there and compares wake-ups
+  for k in wakeups agreement_pct mean_abs_diff p99_abs_diff decision_agreement_pct; do
+    figure "${mode}_depth_$k" "$(jq -r ".depth.$k // \"none\"" "$j")"
+  done
+  info "$mode depth buckets: $(jq -c '.depth.buckets' "$j")"
+  dw=$(jq -r '.depth.wakeups // 0' "$j")
+  awk_true 'w > 0' -v w="$dw" || fail "$mode: no depth block, or no wake-up in it: $(jq -c .depth "$j")"
+  ok "$mode: the depth block compares wake-ups"
 done
 
 hackbench_bg_stop

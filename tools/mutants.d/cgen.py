@@ -29,6 +29,7 @@ PROD = [
     "src/bpf/calib.bpf.h",
     "src/bpf/ctx.bpf.h",
     "src/bpf/idle.bpf.h",
+    "src/bpf/idle_time.bpf.h",
     "src/bpf/kick.bpf.h",
     "src/bpf/knobs.bpf.h",
     "src/bpf/queue.bpf.h",

@@ -34,6 +34,7 @@
 #include <scx/common.bpf.h>
 #include "intf.h"
 #include "tool_intf.h"
+#include "idle_time.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -746,12 +747,63 @@ int BPF_PROG(shadow_waking, struct task_struct *p)
 	return 0;
 }
 
-/* every CPU's rq, learned where it runs (shadow_rq()) */
-SEC("tp_btf/sched_switch")
-int BPF_PROG(shadow_switch)
+/*
+ * Every CPU's idle time as the scheduler's loader sees it, for the loader's depth beside the
+ * kernel's (src/tools/shadow_depth.rs reads these words as loader.rs reads the scheduler's):
+ * the scheduler's own idle_enter() and idle_exit() (idle_time.bpf.h) on a cpu_ctx per CPU.
+ * A period opens when the CPU switches to its idle task (the scheduler: ops.update_idle(cpu,
+ * true)) and closes when it switches away or, first, when a wake-up activates a task on it
+ * (sched_wakeup, sched_wakeup_new: ttwu_do_activate(), where the scheduler closes it at its
+ * select_cpu's claim of the idle CPU, wake.bpf.h wake_claimed()). Only idle_ns and
+ * idle_start are used. A CPU counts busy until its first switch (shadow.rs warms every CPU
+ * up before it samples).
+ */
+struct cpu_ctx shadow_cpus[MAX_CPUS];
+
+static __always_inline struct cpu_ctx *busy_ctx(s32 cpu)
 {
+	if (cpu < 0 || cpu >= MAX_CPUS)
+		return NULL;
+	return &shadow_cpus[cpu & (MAX_CPUS - 1)];
+}
+
+/* every CPU's rq, learned where it runs (shadow_rq()); its idle periods (the idle task's pid is 0) */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(shadow_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	struct cpu_ctx *cc = busy_ctx(bpf_get_smp_processor_id());
+	u64 now = bpf_ktime_get_ns();
+
 	learn_this_rq();
+	if (!cc)
+		return 0;
+	if (!BPF_CORE_READ(next, pid))
+		idle_enter(cc, now);
+	else if (!BPF_CORE_READ(prev, pid))
+		idle_exit(cc, now);
 	return 0;
+}
+
+/* a task activated on its CPU's runqueue: that CPU is busy from now (the claim) */
+static __always_inline int busy_claim(struct task_struct *p)
+{
+	struct cpu_ctx *cc = busy_ctx(BPF_CORE_READ(p, thread_info.cpu));
+
+	if (cc)
+		idle_exit(cc, bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(shadow_claim, struct task_struct *p)
+{
+	return busy_claim(p);
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(shadow_claim_new, struct task_struct *p)
+{
+	return busy_claim(p);
 }
 
 SEC("tp_btf/sched_migrate_task")

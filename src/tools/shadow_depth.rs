@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! `shadow`'s depth block: the loader's SIS_UTIL depth beside the kernel's nr_idle_scan,
+//! wake-up by wake-up.
+//!
+//! While shadow records, its tracer accounts every CPU's idle time as the scheduler does
+//! (shadow.bpf.c: the scheduler's idle_enter()/idle_exit() of idle_time.bpf.h, on the
+//! kernel's switches to and from the idle task and its wake-ups' activations), and the
+//! poll loop samples those words at the loader's cadence (loader::IntervalWait, every
+//! DEFAULT_INTERVAL_MS) with the loader's own read (loader::idle_total). The samples
+//! (`Busy`, kept in a recording's header as `busy`) go through the loader's own step
+//! (loader::UtilUpdate::step: UtilFilter per CPU, the LLC's sum, nr_idle_scan()), giving
+//! each LLC's depth as the scheduler's loader would have written it at each sample
+//! (`Timeline`). Each compared wake-up then has two depths for the LLC the kernel placed
+//! it in (the target's: select_idle_sibling() returns a CPU of the target's LLC): the
+//! kernel's nr_idle_scan read at the wake-up, and the loader's in force then (its last
+//! sample before). `DepthAcc` sums them per utilization bucket (the kernel's util_sum of
+//! that LLC at the wake-up, sis_fit::util_bucket()'s 10 % buckets) and counts the port's
+//! decision replayed on the loader's depths against the kernel's CPU; `DepthReport` is
+//! the `depth` block of the report.
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use crate::sched::loader::UtilUpdate;
+use crate::sched::opts::DEFAULT_IMBALANCE_PCT;
+use crate::sched::sis_fit::{util_bucket, BUCKETS};
+use crate::sched::sis_util_depth::{DepthRules, UTIL_HALF_LIFE_NS};
+
+/// The loader's sampling period (the scheduler's --interval-ms default).
+pub const INTERVAL_NS: u64 = crate::bpf_intf::sis_consts_DEFAULT_INTERVAL_MS as u64 * 1_000_000;
+/// Wake-ups this long after the first sample are compared: the loader's util filter starts
+/// at 0 and forgets its start by 2^-8 (4 of 1024) in 8 half-lives.
+pub const WARM_UP_NS: u64 = (8.0 * UTIL_HALF_LIFE_NS) as u64;
+
+/// The CPUs' idle time as the loader reads it, sampled at its cadence (a recording's header
+/// `busy`): `cpus` the CPU ids of the columns, each of `samples` [CLOCK_MONOTONIC ns, then
+/// each CPU's idle total up to then, ns].
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct Busy {
+    pub interval_ns: u64,
+    pub cpus: Vec<usize>,
+    pub samples: Vec<Vec<u64>>,
+}
+
+/// Each LLC's depth as the loader writes it, from each sample on.
+#[derive(Debug, Clone)]
+pub struct Timeline {
+    /// the first wake-up compared (first sample + WARM_UP_NS)
+    from_ns: u64,
+    /// per step (the samples after the first): its time, and each LLC's depth
+    times: Vec<u64>,
+    depths: Vec<Vec<u64>>,
+}
+
+impl Timeline {
+    /// `busy` through the loader's own step (UtilUpdate::step, nr_idle_scan() alone: the
+    /// kernel's counterpart; the feature word's loader-side rules are applied by the replay
+    /// to either depth alike) on the LLCs `llcs` (their CPU ids; CPU ids below
+    /// `nr_cpu_ids`). A sample of the wrong length, a time that goes back or a CPU not in
+    /// the topology is one error.
+    pub fn of(busy: &Busy, llcs: &[Vec<usize>], nr_cpu_ids: usize) -> Result<Timeline> {
+        let mut col = vec![None; nr_cpu_ids];
+        for (i, &c) in busy.cpus.iter().enumerate() {
+            match col.get_mut(c) {
+                Some(slot) => *slot = Some(i),
+                None => bail!("busy: CPU {c} is not in the topology"),
+            }
+        }
+        let mut up = UtilUpdate::new(llcs.to_vec(), nr_cpu_ids, DEFAULT_IMBALANCE_PCT);
+        let mut tl = Timeline {
+            from_ns: 0,
+            times: vec![],
+            depths: vec![],
+        };
+        let mut last = 0;
+        for (n, s) in busy.samples.iter().enumerate() {
+            if s.len() != busy.cpus.len() + 1 {
+                bail!(
+                    "busy: sample {n} has {} values, not {} (the time, then a CPU each)",
+                    s.len(),
+                    busy.cpus.len() + 1
+                );
+            }
+            let now = s[0];
+            if now == 0 || now < last {
+                bail!("busy: sample {n}'s time {now} is 0 or goes back (from {last})");
+            }
+            last = now;
+            if n == 0 {
+                tl.from_ns = now.saturating_add(WARM_UP_NS);
+            }
+            let idle = |cpu: usize| col[cpu].map_or(0, |i| s[i + 1]);
+            if up.step(DepthRules::default(), now, &[], idle) {
+                tl.times.push(now);
+                tl.depths.push(up.llcs().iter().map(|&(_, d)| d).collect());
+            }
+        }
+        Ok(tl)
+    }
+
+    /// Each LLC's depth in force at `ns` (the last step at or before it); None in the
+    /// warm-up or before the first step.
+    pub fn at(&self, ns: u64) -> Option<&[u64]> {
+        if ns < self.from_ns {
+            return None;
+        }
+        let i = self.times.partition_point(|&t| t <= ns).checked_sub(1)?;
+        Some(&self.depths[i])
+    }
+}
+
+/// One compared wake-up's depths, for `DepthAcc::add`: the LLC the kernel placed it in, its
+/// util bucket, the kernel's nr_idle_scan and the loader's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DepthPair {
+    pub bucket: usize,
+    pub kernel: u64,
+    pub loader: u64,
+}
+
+/// The depths of the LLC the kernel placed `chosen` in, of the record's two
+/// (`llc_of` [this_cpu, prev] and the kernel's `chosen`): `kernel` its nr_idle_scan ([this,
+/// prev]; < 0: no sd_llc_shared), `util_sum` the kernel's, `weight` its CPUs, `loader` the
+/// loader's depth per LLC index. None where the kernel's CPU is in neither or the kernel
+/// has no nr_idle_scan there.
+pub fn pair_of(
+    llc_of: [i32; 2],
+    chosen_llc: i32,
+    kernel: [i32; 2],
+    util_sum: [u64; 2],
+    weight: u64,
+    loader: &[u64],
+) -> Option<DepthPair> {
+    let k = llc_of.iter().position(|&l| l >= 0 && l == chosen_llc)?;
+    let kd = u64::try_from(kernel[k]).ok()?;
+    Some(DepthPair {
+        bucket: util_bucket(util_sum[k], weight),
+        kernel: kd,
+        loader: *loader.get(usize::try_from(llc_of[k]).ok()?)?,
+    })
+}
+
+/// The sums of one utilization bucket.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct BucketAcc {
+    wakeups: u64,
+    same: u64,
+    kernel_sum: u64,
+    loader_sum: u64,
+    /// |Δdepth| -> wake-ups
+    abs_diff: BTreeMap<u64, u64>,
+}
+
+impl BucketAcc {
+    fn add(&mut self, o: &BucketAcc) {
+        self.wakeups += o.wakeups;
+        self.same += o.same;
+        self.kernel_sum += o.kernel_sum;
+        self.loader_sum += o.loader_sum;
+        for (d, n) in &o.abs_diff {
+            *self.abs_diff.entry(*d).or_default() += n;
+        }
+    }
+}
+
+/// The depth comparison's sums over compared wake-ups (chunks, files): per util bucket, and
+/// the port's decision on the loader's depths.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DepthAcc {
+    buckets: Vec<BucketAcc>,
+    /// the port on the loader's depths chose the kernel's CPU
+    decision_same: u64,
+}
+
+impl Default for DepthAcc {
+    fn default() -> Self {
+        DepthAcc {
+            buckets: vec![BucketAcc::default(); BUCKETS],
+            decision_same: 0,
+        }
+    }
+}
+
+impl DepthAcc {
+    /// One compared wake-up: its depths, and whether the port replayed on the loader's
+    /// depths chose the kernel's CPU.
+    pub fn add(&mut self, p: DepthPair, decision_same: bool) {
+        let b = &mut self.buckets[p.bucket.min(BUCKETS - 1)];
+        b.wakeups += 1;
+        b.same += (p.kernel == p.loader) as u64;
+        b.kernel_sum += p.kernel;
+        b.loader_sum += p.loader;
+        *b.abs_diff.entry(p.kernel.abs_diff(p.loader)).or_default() += 1;
+        self.decision_same += decision_same as u64;
+    }
+
+    pub fn merge(&mut self, o: &DepthAcc) {
+        for (a, b) in self.buckets.iter_mut().zip(&o.buckets) {
+            a.add(b);
+        }
+        self.decision_same += o.decision_same;
+    }
+
+    /// The report's block.
+    pub fn report(&self) -> DepthReport {
+        let mut all = BucketAcc::default();
+        let mut buckets = vec![];
+        for (i, b) in self.buckets.iter().enumerate() {
+            all.add(b);
+            if b.wakeups > 0 {
+                let s = summary(b);
+                buckets.push(DepthBucket {
+                    util_pct: [
+                        i as u64 * 100 / BUCKETS as u64,
+                        (i as u64 + 1) * 100 / BUCKETS as u64,
+                    ],
+                    wakeups: b.wakeups,
+                    agreement_pct: s.0,
+                    mean_kernel_depth: mean(b.kernel_sum, b.wakeups),
+                    mean_loader_depth: mean(b.loader_sum, b.wakeups),
+                    mean_abs_diff: s.1,
+                    p99_abs_diff: s.2,
+                });
+            }
+        }
+        let s = summary(&all);
+        DepthReport {
+            wakeups: all.wakeups,
+            agreement_pct: s.0,
+            mean_abs_diff: s.1,
+            p99_abs_diff: s.2,
+            buckets,
+            decision_agreement_pct: super::pct(self.decision_same, all.wakeups),
+        }
+    }
+}
+
+fn mean(sum: u64, n: u64) -> f64 {
+    if n == 0 {
+        0.0
+    } else {
+        sum as f64 / n as f64
+    }
+}
+
+/// A bucket's (or all buckets') agreement %, mean |Δ| and p99 |Δ| (nearest rank: the
+/// smallest |Δ| at or under which 99 % of its wake-ups lie).
+fn summary(b: &BucketAcc) -> (f64, f64, u64) {
+    let rank = (b.wakeups * 99).div_ceil(100);
+    let (mut seen, mut p99, mut sum) = (0, 0, 0);
+    for (&d, &n) in &b.abs_diff {
+        if seen < rank {
+            p99 = d;
+        }
+        seen += n;
+        sum += d * n;
+    }
+    (super::pct(b.same, b.wakeups), mean(sum, b.wakeups), p99)
+}
+
+/// The report's `depth` block: over the compared wake-ups past the loader's warm-up, the
+/// kernel's nr_idle_scan of the LLC it placed the wake-up in against the loader's depth of
+/// that LLC at the same time.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct DepthReport {
+    /// compared wake-ups with both depths
+    pub wakeups: u64,
+    /// % of them where the two depths are equal
+    pub agreement_pct: f64,
+    /// mean |loader's depth - kernel's| (CPUs)
+    pub mean_abs_diff: f64,
+    /// 99th percentile of it (nearest rank)
+    pub p99_abs_diff: u64,
+    /// per 10 % bucket of the kernel's util_sum of that LLC (of its capacity), those with
+    /// wake-ups
+    pub buckets: Vec<DepthBucket>,
+    /// % of them where the port replayed on the loader's depths (both LLCs) chose the
+    /// kernel's CPU
+    pub decision_agreement_pct: f64,
+}
+
+/// One utilization bucket of `DepthReport`.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct DepthBucket {
+    /// [from, to) % of the LLC's capacity (the last bucket includes 100 % and over)
+    pub util_pct: [u64; 2],
+    pub wakeups: u64,
+    pub agreement_pct: f64,
+    pub mean_kernel_depth: f64,
+    pub mean_loader_depth: f64,
+    pub mean_abs_diff: f64,
+    pub p99_abs_diff: u64,
+}
+
+/// Why a report has no `depth` block (the table's one line; JSON `depth` null).
+pub const NO_DEPTH: &str =
+    "loader depth: not compared (the recording has no busy-time samples: recorded before them)";
+
+/// The depth block's lines of the table (or NO_DEPTH).
+pub fn print_depth(d: Option<&DepthReport>) {
+    let Some(d) = d else {
+        println!("{NO_DEPTH}");
+        return;
+    };
+    println!(
+        "loader depth vs the kernel's nr_idle_scan (the LLC placed in): {} wake-ups, same {:.2} %, |Δ| mean {:.3} p99 {}; the port on the loader's depths: the kernel's CPU {:.2} %",
+        d.wakeups, d.agreement_pct, d.mean_abs_diff, d.p99_abs_diff, d.decision_agreement_pct
+    );
+    if d.buckets.is_empty() {
+        return;
+    }
+    println!(
+        "  {:>7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8}",
+        "util%", "wakeups", "same%", "kernel", "loader", "|Δ|mean", "|Δ|p99"
+    );
+    for b in &d.buckets {
+        println!(
+            "  {:>7} {:>9} {:>8.2} {:>8.3} {:>8.3} {:>9.3} {:>8}",
+            format!("{}-{}", b.util_pct[0], b.util_pct[1]),
+            b.wakeups,
+            b.agreement_pct,
+            b.mean_kernel_depth,
+            b.mean_loader_depth,
+            b.mean_abs_diff,
+            b.p99_abs_diff
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// Hand-worked sums: per bucket the agreement, the means and the nearest-rank p99 of
+    /// |Δ|; the totals over the buckets; merging two halves gives the whole; the decision
+    /// agreement over every wake-up.
+    #[test]
+    fn depth_acc_sums_per_bucket() {
+        let p = |bucket, kernel, loader| DepthPair {
+            bucket,
+            kernel,
+            loader,
+        };
+        let mut whole = DepthAcc::default();
+        let (mut a, mut b) = (DepthAcc::default(), DepthAcc::default());
+        // bucket 5 (50-60 %): 100 wake-ups, kernel 5; the loader 5 for 60, 3 for 39, 0 once
+        let mut i = 0;
+        let mut add = |pair: DepthPair, same: bool| {
+            whole.add(pair, same);
+            (if i % 2 == 0 { &mut a } else { &mut b }).add(pair, same);
+            i += 1;
+        };
+        for n in 0..100 {
+            let loader = match n {
+                0..=59 => 5,
+                60..=98 => 3,
+                _ => 0,
+            };
+            add(p(5, 5, loader), n < 90);
+        }
+        // bucket 0: 3 wake-ups, equal; bucket 12 is counted in the last
+        for _ in 0..3 {
+            add(p(0, 4, 4), true);
+        }
+        add(p(12, 0, 1), false);
+        let mut merged = a.clone();
+        merged.merge(&b);
+        assert_eq!(merged, whole);
+        let r = whole.report();
+        assert_eq!(r.wakeups, 104);
+        assert_eq!(r.buckets.len(), 3);
+        let b5 = &r.buckets[1];
+        assert_eq!(b5.util_pct, [50, 60]);
+        assert_eq!((b5.wakeups, b5.agreement_pct), (100, 60.0));
+        // 39 x 2 + 1 x 5 = 83 over 100; the 99th of 100 is a 2 (the 100th the 5)
+        assert_eq!((b5.mean_abs_diff, b5.p99_abs_diff), (0.83, 2));
+        assert_eq!((b5.mean_kernel_depth, b5.mean_loader_depth), (5.0, 4.17));
+        assert_eq!(r.buckets[0].util_pct, [0, 10]);
+        assert_eq!(
+            (r.buckets[0].p99_abs_diff, r.buckets[0].mean_abs_diff),
+            (0, 0.0)
+        );
+        assert_eq!(r.buckets[2].util_pct, [90, 100]);
+        assert_eq!(r.buckets[2].p99_abs_diff, 1);
+        // totals: 63 of 104 equal; |Δ| 84 over 104; rank 103 of 104 is the last 2
+        assert_eq!(r.agreement_pct, 100.0 * 63.0 / 104.0);
+        assert_eq!(r.mean_abs_diff, 84.0 / 104.0);
+        assert_eq!(r.p99_abs_diff, 2);
+        assert_eq!(r.decision_agreement_pct, 100.0 * 93.0 / 104.0);
+        // nothing compared: zeros, no bucket
+        let e = DepthAcc::default().report();
+        assert_eq!((e.wakeups, e.buckets.len(), e.p99_abs_diff), (0, 0, 0));
+    }
+
+    /// The pair is the LLC the kernel placed in: prev's when the kernel's CPU is there, and
+    /// none without an nr_idle_scan or outside both.
+    #[test]
+    fn depth_pair_of_the_llc_placed_in() {
+        let loader = [7, 2];
+        let got = pair_of([0, 1], 1, [6, 3], [0, 4096 * 45 / 100], 4, &loader);
+        assert_eq!(
+            got,
+            Some(DepthPair {
+                bucket: 4,
+                kernel: 3,
+                loader: 2
+            })
+        );
+        assert_eq!(
+            pair_of([0, 1], 0, [6, 3], [0, 0], 4, &loader)
+                .unwrap()
+                .loader,
+            7
+        );
+        assert_eq!(pair_of([0, 1], 0, [-1, 3], [0, 0], 4, &loader), None);
+        assert_eq!(pair_of([0, 1], 2, [6, 3], [0, 0], 4, &loader), None);
+    }
+
+    /// The loader's depths from samples: two CPUs of one LLC busy all the time give depth
+    /// 0 once the filter has risen, idle ones the whole LLC; nothing in the warm-up; a bad
+    /// sample is one error.
+    #[test]
+    fn timeline_from_samples() {
+        let llcs = vec![vec![0, 1]];
+        let mut busy = Busy {
+            interval_ns: 20 * MS,
+            cpus: vec![0, 1],
+            samples: vec![],
+        };
+        // 1 s idle (both CPUs idle the whole time), then 1 s busy
+        let t0 = 1_000 * MS;
+        for k in 0..=100u64 {
+            let t = t0 + k * 20 * MS;
+            let idle = (k.min(50)) * 20 * MS;
+            busy.samples.push(vec![t, idle, idle]);
+        }
+        let tl = Timeline::of(&busy, &llcs, 2).unwrap();
+        assert_eq!(tl.at(t0 + 100 * MS), None, "warm-up");
+        assert_eq!(tl.at(t0 + 999 * MS), Some(&[2u64][..]));
+        assert_eq!(tl.at(t0 + 2_000 * MS), Some(&[0u64][..]));
+        // a CPU outside the topology, a short sample, a time back
+        let mut bad = busy.clone();
+        bad.cpus = vec![0, 2];
+        assert!(Timeline::of(&bad, &llcs, 2).is_err());
+        let mut bad = busy.clone();
+        bad.samples[3].pop();
+        let e = Timeline::of(&bad, &llcs, 2).unwrap_err().to_string();
+        assert!(e.contains("sample 3 has 2 values, not 3"), "{e}");
+        let mut bad = busy;
+        bad.samples[4][0] = 1;
+        assert!(Timeline::of(&bad, &llcs, 2).is_err());
+    }
+}
