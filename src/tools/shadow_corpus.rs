@@ -1205,6 +1205,17 @@ mod tests {
         files
     }
 
+    /// The 6.18 host's mixed recording of the corpus (several chunks; no busy samples).
+    fn host_mixed() -> PathBuf {
+        corpus()
+            .into_iter()
+            .find(|p| {
+                p.to_string_lossy()
+                    .contains("6.18.44-fc-v657-host-tracepoint-mixed")
+            })
+            .expect("the 6.18 host's mixed recording")
+    }
+
     /// Floor of agreement per corpus file, on its compared (neither racy nor undecided)
     /// wake-ups; a file must compare at least MIN_COMPARED to count.
     const MIN_AGREEMENT_PCT: f64 = 99.0;
@@ -1272,13 +1283,7 @@ mod tests {
     // records, the samples and the base report
     fn shadow_record_then_replay_keeps_the_busy_samples() {
         use super::super::depth::INTERVAL_NS;
-        let f = corpus()
-            .into_iter()
-            .find(|p| {
-                p.to_string_lossy()
-                    .contains("6.18.44-fc-v657-host-tracepoint-mixed")
-            })
-            .expect("the 6.18 host's mixed recording");
+        let f = host_mixed();
         let args = ReplayArgs {
             fit: None,
             mutant: false,
@@ -1410,13 +1415,7 @@ mod tests {
     /// the same as one worker replaying every chunk in file order (--dump's path).
     #[test]
     fn shadow_replay_is_deterministic() {
-        let f = corpus()
-            .into_iter()
-            .find(|p| {
-                p.to_string_lossy()
-                    .contains("6.18.44-fc-v657-host-tracepoint-mixed")
-            })
-            .expect("the 6.18 host's mixed recording");
+        let f = host_mixed();
         let mut rd = Reader::open(&f).unwrap();
         let mut buf = vec![];
         let mut chunks = 0;
