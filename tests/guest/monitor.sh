@@ -97,9 +97,13 @@ ok "fast over the $n reports: $fast_sum > 0"
 # the reports under hackbench: at most LOADER_MAX_PCT % of one CPU. Measured under TCG
 # (8 CPUs, host load 7-17): 8-13 % per 1 s report with a monitor and hackbench, 5.7-9.6 %
 # without a monitor, 72-89 % with the crossbeam recv_timeout wait it replaced (its spin and
-# sched_yield calls, 50 times a second). The bound is 2.3x above the highest and 2.4x below
-# the lowest.
-readonly LOADER_MAX_PCT=30
+# sched_yield calls, 50 times a second). At nice 19 beside 2-3 other guests (host load 7-10,
+# 2026-11-28) it read 16.7, 26.0, 26.7, 31.2, 39.8 and 48.4 %: under TCG a vCPU's guest time
+# runs on while QEMU does not emulate it, and the loader's CPU time with it. The bound (60)
+# is 1.24x above the highest seen and 1.2x below the spinning wait's lowest: a guard against
+# that regression, with a thin margin on both sides (a measure that does not grow with the
+# host's load, such as the loader's wake-ups per interval, would be the better test).
+readonly LOADER_MAX_PCT=60
 lpct=$(jq -s '100 * (map(.loader_cpu_ns) | add) / (map(.elapsed_ns) | add)' /tmp/mon.json)
 awk_true "$lpct <= $LOADER_MAX_PCT" ||
   fail "the loader's CPU share under hackbench is $lpct % of one CPU, want <= $LOADER_MAX_PCT"
