@@ -153,6 +153,11 @@ spawn_at_nice -20 sh -c 'e=$(( $(cut -d. -f1 /proc/uptime) + $0 ))
 rq_pid=$!
 bg "$rq_pid"
 
+# worst_long_waits N: the tracer's N longest waits (us), each with the stall time inside it.
+worst_long_waits() {
+  jq -r --argjson n "$1" '.long.waits[:$n][] | "#   pid \(.pid) nice \(.nice): wait \(.wait_us | floor), stalled \(.stalled_us | floor), net \(.net_us | floor)\(if .pending then " (pending)" else "" end)"' /tmp/lat.json
+}
+
 # fail_ejected WHAT: the scheduler left under the load. Before failing, the tracer's view of
 # it: its window ends now (SIGINT) and its worst waits and the guest's stalls are printed,
 # with the kernel's reason, so that a starved task (a long wait net of the stalls) and a
@@ -168,7 +173,7 @@ fail_ejected() {
   if jq -e .long /tmp/lat.json > /dev/null 2>&1; then
     info "the tracer up to the ejection: worst wait $(jq '.all.max_us / 1000 | floor' /tmp/lat.json) ms, net of stalls $(jq '.all.net_max_us / 1000 | floor' /tmp/lat.json) ms;" \
       "guest stalls $(jq -r '.long | "\(.stall_count), \(.stall_total_ms | floor) ms in all, longest \(.stall_max_ms | floor) ms"' /tmp/lat.json)"
-    jq -r '.long.waits[:5][] | "#   pid \(.pid) nice \(.nice): wait \(.wait_us | floor) us, stalled \(.stalled_us | floor), net \(.net_us | floor)\(if .pending then " (pending)" else "" end)"' /tmp/lat.json
+    worst_long_waits 5
   else
     info "the tracer gave no report after the ejection: $(head -c 200 /tmp/lat.err)"
   fi
@@ -240,7 +245,7 @@ figure wait_bound_ms "$bound_ms"
 figure net_wait_max_ms "$(jq '.all.net_max_us / 1000 | floor' /tmp/lat.json)"
 info "guest stalls (the tracer's RT probe overslept >= $(jq .long.stall_min_ms /tmp/lat.json) ms): $stall_n, $stall_ms ms in all, longest $stall_max_ms ms"
 info "waits of ${long_ms} ms or more: $long_n ($long_lost lost); the worst net of the stalls inside them (us):"
-jq -r '.long.waits[:8][] | "#   pid \(.pid) nice \(.nice): wait \(.wait_us | floor), stalled \(.stalled_us | floor), net \(.net_us | floor)\(if .pending then " (pending)" else "" end)"' /tmp/lat.json
+worst_long_waits 8
 # a lost long wait has no known stall time: the check cannot be made (the ring buffer holds
 # ~131000; the tracer drains it every 50 ms)
 [ "$long_lost" -eq 0 ] || [ "$sched" != sisutil ] || fail "the tracer lost $long_lost long waits (its ring buffer was full): their stall time is unknown"
