@@ -1608,15 +1608,21 @@ fn analyse_with(
             if (0..WORDS.min(8)).any(|i| entry[i] & r.allowed[i] != 0) {
                 idle_available += 1;
             }
-            if let (Some(l), Some(d)) = (p.loader, loader.and_then(|tl| tl.at(r.ns))) {
+            let tl_at = loader.and_then(|tl| Some((tl.at(r.ns)?, tl.sums_at(r.ns)?)));
+            if let (Some(l), Some((d, sums))) = (p.loader, tl_at) {
                 let t = &rp.topo;
+                let k = depth::KernelLlcs {
+                    nr_idle_scan: r.nr_idle_scan,
+                    util_sum: r.util_sum,
+                    util_avg_sum: r.util_avg_sum,
+                };
                 let pair = depth::pair_of(
                     [llc_of(t, r.this_cpu), llc_of(t, r.prev)],
                     llc_of(t, r.chosen),
-                    r.nr_idle_scan,
-                    r.util_sum,
+                    &k,
                     rp.llc_weight[r.chosen as usize % MAX_CPUS],
                     d,
+                    sums,
                 );
                 if let Some(pair) = pair {
                     depth.add(pair, runs[l].cpu == r.chosen);

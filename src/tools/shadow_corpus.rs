@@ -153,6 +153,9 @@ fn comm_to(s: &str) -> [i8; 16] {
     c
 }
 
+/// A record's `util_avg_sum` where the file has none (recorded before the field).
+pub const UTIL_AVG_UNKNOWN: [u64; 2] = [u64::MAX; 2];
+
 /// wake_affine()'s inputs re-read at exit (shadow.bpf.c's read_wa_exit(), for the race
 /// test): optional in version 1, absent from files recorded before them (then the race test
 /// reads the idle states and hints only, as it did).
@@ -182,6 +185,10 @@ macro_rules! rec_line {
             pub wakee_comm: Option<String>,
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub wa_exit: Option<WaExit>,
+            /// the LLCs' sums of util_avg alone (optional in version 1: absent from files
+            /// recorded before it; then UTIL_AVG_UNKNOWN)
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub util_avg_sum: Option<[u64; 2]>,
         }
 
         fn to_line(r: &Rec, comm: bool) -> RecLine {
@@ -191,6 +198,7 @@ macro_rules! rec_line {
                 $($m: Mask(r.$m),)*
                 waker_comm: comm.then(|| comm_of(&r.waker_comm)),
                 wakee_comm: comm.then(|| comm_of(&r.wakee_comm)),
+                util_avg_sum: (r.util_avg_sum != UTIL_AVG_UNKNOWN).then_some(r.util_avg_sum),
                 wa_exit: (r.wa_exit_read != 0).then(|| WaExit {
                     this_nr_running: r.this_nr_running_exit,
                     this_nr_delayed: r.this_nr_delayed_exit,
@@ -213,6 +221,7 @@ macro_rules! rec_line {
             if let Some(c) = &l.wakee_comm {
                 r.wakee_comm = comm_to(c);
             }
+            r.util_avg_sum = l.util_avg_sum.unwrap_or(UTIL_AVG_UNKNOWN);
             if let Some(w) = &l.wa_exit {
                 r.wa_exit_read = 1;
                 r.this_nr_running_exit = w.this_nr_running;
@@ -1062,6 +1071,7 @@ mod tests {
             has_idle_cores: [-1, 1],
             nr_idle_scan_exit: [4, 2],
             util_sum: [1, u64::MAX],
+            util_avg_sum: [0, 4096],
             stack_sync: -1,
             pc_layout: 3,
             wa_exit_read: 1,
@@ -1080,6 +1090,16 @@ mod tests {
         assert!(line.contains(r#""read":[191]"#), "{line}");
         assert!(line.contains(r#""idle_exit":[448,511]"#), "{line}");
         assert!(line.contains(r#""wa_exit":{"this_nr_running":3"#), "{line}");
+        assert!(line.contains(r#""util_avg_sum":[0,4096]"#), "{line}");
+        // a file's line without util_avg sums (recorded before them) reads as unknown, and
+        // writes back as it was
+        let mut v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        v.as_object_mut().unwrap().remove("util_avg_sum");
+        let before = serde_json::to_string(&v).unwrap();
+        let back = from_line(&serde_json::from_str(&before).unwrap());
+        assert_eq!(back.util_avg_sum, UTIL_AVG_UNKNOWN);
+        let again = serde_json::to_string(&to_line(&back, true)).unwrap();
+        assert!(!again.contains("util_avg_sum"), "{again}");
         // a record without exit reads (before them) writes none and reads back without
         let mut old = r;
         old.wa_exit_read = 0;

@@ -22,10 +22,13 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+use super::corpus::UTIL_AVG_UNKNOWN;
 use crate::sched::loader::UtilUpdate;
 use crate::sched::opts::DEFAULT_IMBALANCE_PCT;
 use crate::sched::sis_fit::{util_bucket, BUCKETS};
-use crate::sched::sis_util_depth::{DepthRules, UTIL_HALF_LIFE_NS};
+use crate::sched::sis_util_depth::{
+    nr_idle_scan, DepthRules, SCHED_CAPACITY_SCALE, UTIL_HALF_LIFE_NS,
+};
 
 /// The loader's sampling period (the scheduler's --interval-ms default).
 pub const INTERVAL_NS: u64 = crate::bpf_intf::sis_consts_DEFAULT_INTERVAL_MS as u64 * 1_000_000;
@@ -48,9 +51,10 @@ pub struct Busy {
 pub struct Timeline {
     /// the first wake-up compared (first sample + WARM_UP_NS)
     from_ns: u64,
-    /// per step (the samples after the first): its time, and each LLC's depth
+    /// per step (the samples after the first): its time, and each LLC's depth and util sum
     times: Vec<u64>,
     depths: Vec<Vec<u64>>,
+    sums: Vec<Vec<u64>>,
 }
 
 impl Timeline {
@@ -72,6 +76,7 @@ impl Timeline {
             from_ns: 0,
             times: vec![],
             depths: vec![],
+            sums: vec![],
         };
         let mut last = 0;
         for (n, s) in busy.samples.iter().enumerate() {
@@ -94,6 +99,7 @@ impl Timeline {
             if up.step(DepthRules::default(), now, &[], idle) {
                 tl.times.push(now);
                 tl.depths.push(up.llcs().iter().map(|&(_, d)| d).collect());
+                tl.sums.push(up.llcs().iter().map(|&(s, _)| s).collect());
             }
         }
         Ok(tl)
@@ -102,42 +108,75 @@ impl Timeline {
     /// Each LLC's depth in force at `ns` (the last step at or before it); None in the
     /// warm-up or before the first step.
     pub fn at(&self, ns: u64) -> Option<&[u64]> {
+        Some(&self.depths[self.step_at(ns)?])
+    }
+
+    /// Each LLC's util sum (the loader's input to the depth) in force at `ns`, as `at`.
+    pub fn sums_at(&self, ns: u64) -> Option<&[u64]> {
+        Some(&self.sums[self.step_at(ns)?])
+    }
+
+    fn step_at(&self, ns: u64) -> Option<usize> {
         if ns < self.from_ns {
             return None;
         }
-        let i = self.times.partition_point(|&t| t <= ns).checked_sub(1)?;
-        Some(&self.depths[i])
+        self.times.partition_point(|&t| t <= ns).checked_sub(1)
     }
 }
 
-/// One compared wake-up's depths, for `DepthAcc::add`: the LLC the kernel placed it in, its
-/// util bucket, the kernel's nr_idle_scan and the loader's.
+/// One compared wake-up's depths and their inputs, for `DepthAcc::add`: of the LLC the
+/// kernel placed it in, its util bucket, the kernel's nr_idle_scan and the loader's depth;
+/// the kernel's util sum at the wake-up (cpu_util_cfs(), with util_est), the same of util_avg
+/// alone (None: not recorded), the loader's sum in force, the LLC's capacity (CPUs x 1024),
+/// and `fresh`: nr_idle_scan() of the kernel's sum at the wake-up (the depth the kernel's
+/// load balance would write now; its own was written at its last balance).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DepthPair {
     pub bucket: usize,
     pub kernel: u64,
     pub loader: u64,
+    pub kernel_util: u64,
+    pub kernel_util_avg: Option<u64>,
+    pub loader_util: u64,
+    pub capacity: u64,
+    pub fresh: u64,
+}
+
+/// A record's view of its two LLCs ([this_cpu's, prev's]): the kernel's nr_idle_scan (< 0:
+/// no sd_llc_shared), util sum and util_avg sum (shadow_corpus::UTIL_AVG_UNKNOWN: not
+/// recorded).
+#[derive(Debug, Clone, Copy)]
+pub struct KernelLlcs {
+    pub nr_idle_scan: [i32; 2],
+    pub util_sum: [u64; 2],
+    pub util_avg_sum: [u64; 2],
 }
 
 /// The depths of the LLC the kernel placed `chosen` in, of the record's two
-/// (`llc_of` [this_cpu, prev] and the kernel's `chosen`): `kernel` its nr_idle_scan ([this,
-/// prev]; < 0: no sd_llc_shared), `util_sum` the kernel's, `weight` its CPUs, `loader` the
-/// loader's depth per LLC index. None where the kernel's CPU is in neither or the kernel
-/// has no nr_idle_scan there.
+/// (`llc_of` [this_cpu, prev] and the kernel's `chosen`): the kernel's side `k`, `weight`
+/// its CPUs, the loader's depth and util sum per LLC index (`loader`, `loader_sum`). None
+/// where the kernel's CPU is in neither or the kernel has no nr_idle_scan there.
 pub fn pair_of(
     llc_of: [i32; 2],
     chosen_llc: i32,
-    kernel: [i32; 2],
-    util_sum: [u64; 2],
+    k: &KernelLlcs,
     weight: u64,
     loader: &[u64],
+    loader_sum: &[u64],
 ) -> Option<DepthPair> {
-    let k = llc_of.iter().position(|&l| l >= 0 && l == chosen_llc)?;
-    let kd = u64::try_from(kernel[k]).ok()?;
+    let i = llc_of.iter().position(|&l| l >= 0 && l == chosen_llc)?;
+    let kd = u64::try_from(k.nr_idle_scan[i]).ok()?;
+    let l = usize::try_from(llc_of[i]).ok()?;
+    let util = k.util_sum[i];
     Some(DepthPair {
-        bucket: util_bucket(util_sum[k], weight),
+        bucket: util_bucket(util, weight),
         kernel: kd,
-        loader: *loader.get(usize::try_from(llc_of[k]).ok()?)?,
+        loader: *loader.get(l)?,
+        kernel_util: util,
+        kernel_util_avg: (k.util_avg_sum != UTIL_AVG_UNKNOWN).then_some(k.util_avg_sum[i]),
+        loader_util: *loader_sum.get(l)?,
+        capacity: weight * SCHED_CAPACITY_SCALE,
+        fresh: nr_idle_scan(util, weight, DEFAULT_IMBALANCE_PCT),
     })
 }
 
@@ -150,6 +189,14 @@ struct BucketAcc {
     loader_sum: u64,
     /// |Δdepth| -> wake-ups
     abs_diff: BTreeMap<u64, u64>,
+    /// the inputs: sums of the util sums, and of the capacities they are of
+    kernel_util: u64,
+    loader_util: u64,
+    capacity: u64,
+    kernel_util_avg: u64,
+    capacity_avg: u64,
+    /// the kernel's nr_idle_scan equal to `fresh`
+    fresh_same: u64,
 }
 
 impl BucketAcc {
@@ -158,6 +205,12 @@ impl BucketAcc {
         self.same += o.same;
         self.kernel_sum += o.kernel_sum;
         self.loader_sum += o.loader_sum;
+        self.kernel_util += o.kernel_util;
+        self.loader_util += o.loader_util;
+        self.capacity += o.capacity;
+        self.kernel_util_avg += o.kernel_util_avg;
+        self.capacity_avg += o.capacity_avg;
+        self.fresh_same += o.fresh_same;
         for (d, n) in &o.abs_diff {
             *self.abs_diff.entry(*d).or_default() += n;
         }
@@ -191,6 +244,14 @@ impl DepthAcc {
         b.same += (p.kernel == p.loader) as u64;
         b.kernel_sum += p.kernel;
         b.loader_sum += p.loader;
+        b.kernel_util += p.kernel_util;
+        b.loader_util += p.loader_util;
+        b.capacity += p.capacity;
+        if let Some(a) = p.kernel_util_avg {
+            b.kernel_util_avg += a;
+            b.capacity_avg += p.capacity;
+        }
+        b.fresh_same += (p.kernel == p.fresh) as u64;
         *b.abs_diff.entry(p.kernel.abs_diff(p.loader)).or_default() += 1;
         self.decision_same += decision_same as u64;
     }
@@ -221,6 +282,7 @@ impl DepthAcc {
                     mean_loader_depth: mean(b.loader_sum, b.wakeups),
                     mean_abs_diff: s.1,
                     p99_abs_diff: s.2,
+                    inputs: inputs(b),
                 });
             }
         }
@@ -232,6 +294,7 @@ impl DepthAcc {
             p99_abs_diff: s.2,
             buckets,
             decision_agreement_pct: super::pct(self.decision_same, all.wakeups),
+            inputs: inputs(&all),
         }
     }
 }
@@ -241,6 +304,17 @@ fn mean(sum: u64, n: u64) -> f64 {
         0.0
     } else {
         sum as f64 / n as f64
+    }
+}
+
+/// A bucket's (or all buckets') inputs.
+fn inputs(b: &BucketAcc) -> DepthInputs {
+    DepthInputs {
+        kernel_util_pct: super::pct(b.kernel_util, b.capacity),
+        kernel_util_avg_pct: (b.capacity_avg > 0)
+            .then(|| super::pct(b.kernel_util_avg, b.capacity_avg)),
+        loader_util_pct: super::pct(b.loader_util, b.capacity),
+        fresh_agreement_pct: super::pct(b.fresh_same, b.wakeups),
     }
 }
 
@@ -278,6 +352,26 @@ pub struct DepthReport {
     /// % of them where the port replayed on the loader's depths (both LLCs) chose the
     /// kernel's CPU
     pub decision_agreement_pct: f64,
+    /// what the two depths are made of, over all of them
+    pub inputs: DepthInputs,
+}
+
+/// The depths' inputs over a bucket's wake-ups (or all): where the loader's depth departs
+/// from the kernel's, whether its input does, and which part of the kernel's.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct DepthInputs {
+    /// the kernel's util sum at the wake-up (cpu_util_cfs(): util_avg, or util_est when
+    /// larger), % of the LLC's capacity
+    pub kernel_util_pct: f64,
+    /// the same of util_avg alone (what util_est adds is the difference); None where the
+    /// recording has no util_avg sums
+    pub kernel_util_avg_pct: Option<f64>,
+    /// the loader's util sum in force (the busy-time filter), % of the capacity
+    pub loader_util_pct: f64,
+    /// % of wake-ups where the kernel's nr_idle_scan equals nr_idle_scan() of its own util
+    /// sum at the wake-up (the rest: the sum moved since the kernel's last load balance
+    /// wrote the depth)
+    pub fresh_agreement_pct: f64,
 }
 
 /// One utilization bucket of `DepthReport`.
@@ -291,6 +385,7 @@ pub struct DepthBucket {
     pub mean_loader_depth: f64,
     pub mean_abs_diff: f64,
     pub p99_abs_diff: u64,
+    pub inputs: DepthInputs,
 }
 
 /// Why a report has no `depth` block (the table's one line; JSON `depth` null).
@@ -311,21 +406,38 @@ pub fn print_depth(d: Option<&DepthReport>) {
         return;
     }
     println!(
-        "  {:>7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8}",
-        "util%", "wakeups", "same%", "kernel", "loader", "|Δ|mean", "|Δ|p99"
+        "  {:>7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "util%",
+        "wakeups",
+        "same%",
+        "kernel",
+        "loader",
+        "|Δ|mean",
+        "|Δ|p99",
+        "k.util%",
+        "k.avg%",
+        "l.util%",
+        "fresh%"
     );
     for b in &d.buckets {
+        let i = &b.inputs;
         println!(
-            "  {:>7} {:>9} {:>8.2} {:>8.3} {:>8.3} {:>9.3} {:>8}",
+            "  {:>7} {:>9} {:>8.2} {:>8.3} {:>8.3} {:>9.3} {:>8} {:>8.1} {:>8} {:>8.1} {:>8.2}",
             format!("{}-{}", b.util_pct[0], b.util_pct[1]),
             b.wakeups,
             b.agreement_pct,
             b.mean_kernel_depth,
             b.mean_loader_depth,
             b.mean_abs_diff,
-            b.p99_abs_diff
+            b.p99_abs_diff,
+            i.kernel_util_pct,
+            i.kernel_util_avg_pct
+                .map_or("-".to_string(), |v| format!("{v:.1}")),
+            i.loader_util_pct,
+            i.fresh_agreement_pct
         );
     }
+    println!("  (k.util% the kernel's util sum at the wake-up, k.avg% its util_avg alone, l.util% the loader's; fresh% the kernel's depth equal to nr_idle_scan() of its sum then)");
 }
 
 #[cfg(test)]
@@ -339,10 +451,22 @@ mod tests {
     /// agreement over every wake-up.
     #[test]
     fn depth_acc_sums_per_bucket() {
-        let p = |bucket, kernel, loader| DepthPair {
-            bucket,
-            kernel,
-            loader,
+        // inputs: the kernel's util 40 % of a 4-CPU LLC (util_avg 30 % where known, for
+        // the first 50 wake-ups of bucket 5), the loader's 20 %; `fresh` equal to the
+        // kernel's depth on every other wake-up
+        let mut n = 0u64;
+        let mut p = |bucket, kernel, loader| {
+            n += 1;
+            DepthPair {
+                bucket,
+                kernel,
+                loader,
+                kernel_util: 4096 * 40 / 100,
+                kernel_util_avg: (n <= 50).then_some(4096 * 30 / 100),
+                loader_util: 4096 * 20 / 100,
+                capacity: 4096,
+                fresh: if n % 2 == 0 { kernel } else { kernel + 1 },
+            }
         };
         let mut whole = DepthAcc::default();
         let (mut a, mut b) = (DepthAcc::default(), DepthAcc::default());
@@ -385,6 +509,17 @@ mod tests {
         );
         assert_eq!(r.buckets[2].util_pct, [90, 100]);
         assert_eq!(r.buckets[2].p99_abs_diff, 1);
+        // the inputs: integer sums over the capacities (1638 and 819 of 4096: 39.99 % and
+        // 19.99 %), util_avg over the 50 wake-ups that have it (1228: 29.98 %), fresh on the
+        // even ones
+        let i5 = &b5.inputs;
+        assert_eq!(i5.kernel_util_pct, 100.0 * 1638.0 / 4096.0);
+        assert_eq!(i5.loader_util_pct, 100.0 * 819.0 / 4096.0);
+        assert_eq!(i5.kernel_util_avg_pct, Some(100.0 * 1228.0 / 4096.0));
+        assert_eq!(i5.fresh_agreement_pct, 50.0);
+        assert_eq!(r.buckets[0].inputs.kernel_util_avg_pct, None);
+        assert_eq!(r.inputs.fresh_agreement_pct, 100.0 * 52.0 / 104.0);
+        assert_eq!(r.inputs.kernel_util_avg_pct, i5.kernel_util_avg_pct);
         // totals: 63 of 104 equal; |Δ| 84 over 104; rank 103 of 104 is the last 2
         assert_eq!(r.agreement_pct, 100.0 * 63.0 / 104.0);
         assert_eq!(r.mean_abs_diff, 84.0 / 104.0);
@@ -399,24 +534,45 @@ mod tests {
     /// none without an nr_idle_scan or outside both.
     #[test]
     fn depth_pair_of_the_llc_placed_in() {
-        let loader = [7, 2];
-        let got = pair_of([0, 1], 1, [6, 3], [0, 4096 * 45 / 100], 4, &loader);
+        let (loader, sums) = ([7, 2], [100, 2000]);
+        let k = |nr_idle_scan, util_sum, util_avg_sum| KernelLlcs {
+            nr_idle_scan,
+            util_sum,
+            util_avg_sum,
+        };
+        let kl = k([6, 3], [0, 4096 * 45 / 100], [0, 1500]);
+        let got = pair_of([0, 1], 1, &kl, 4, &loader, &sums);
         assert_eq!(
             got,
             Some(DepthPair {
                 bucket: 4,
                 kernel: 3,
-                loader: 2
+                loader: 2,
+                kernel_util: 1843,
+                kernel_util_avg: Some(1500),
+                loader_util: 2000,
+                capacity: 4096,
+                // the depth a load balance would write now from the kernel's 45 %
+                fresh: nr_idle_scan(1843, 4, 117),
             })
         );
-        assert_eq!(
-            pair_of([0, 1], 0, [6, 3], [0, 0], 4, &loader)
-                .unwrap()
-                .loader,
-            7
+        let p0 = pair_of(
+            [0, 1],
+            0,
+            &k([6, 3], [0, 0], UTIL_AVG_UNKNOWN),
+            4,
+            &loader,
+            &sums,
         );
-        assert_eq!(pair_of([0, 1], 0, [-1, 3], [0, 0], 4, &loader), None);
-        assert_eq!(pair_of([0, 1], 2, [6, 3], [0, 0], 4, &loader), None);
+        let p0 = p0.unwrap();
+        assert_eq!(
+            (p0.loader, p0.loader_util, p0.kernel_util_avg),
+            (7, 100, None)
+        );
+        assert_eq!(p0.fresh, 4);
+        let none = k([-1, 3], [0, 0], [0, 0]);
+        assert_eq!(pair_of([0, 1], 0, &none, 4, &loader, &sums), None);
+        assert_eq!(pair_of([0, 1], 2, &kl, 4, &loader, &sums), None);
     }
 
     /// The loader's depths from samples: two CPUs of one LLC busy all the time give depth
@@ -441,6 +597,10 @@ mod tests {
         assert_eq!(tl.at(t0 + 100 * MS), None, "warm-up");
         assert_eq!(tl.at(t0 + 999 * MS), Some(&[2u64][..]));
         assert_eq!(tl.at(t0 + 2_000 * MS), Some(&[0u64][..]));
+        // the sums beside: 0 while idle, then both CPUs near 1024 each
+        assert_eq!(tl.sums_at(t0 + 999 * MS), Some(&[0u64][..]));
+        assert!(tl.sums_at(t0 + 2_000 * MS).unwrap()[0] > 2000);
+        assert_eq!(tl.sums_at(t0 + 100 * MS), None, "warm-up");
         // a CPU outside the topology, a short sample, a time back
         let mut bad = busy.clone();
         bad.cpus = vec![0, 2];

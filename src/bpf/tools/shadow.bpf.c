@@ -103,6 +103,7 @@ struct shadow_rec {
 	u32 preempt_count;	/* preempt_count() of the waker (in_task()), low 32 bits */
 	u32 pc_layout;		/* SHADOW_PC_*: its layout; 0 not read (tracepoints) */
 	u64 util_sum[2];	/* the LLC's sum of cpu_util_cfs(): [0] this_cpu's, [1] prev's */
+	u64 util_avg_sum[2];	/* the same of cfs.avg.util_avg alone (no util_est) */
 	/*
 	 * wake_affine()'s inputs again at exit, for the race test (src/tools/shadow.rs): this_rq's
 	 * nr_running and cfs_h_nr_delayed(), cpu_load() of this and prev, task_h_load() of p
@@ -270,12 +271,14 @@ static __always_inline bool rq_idle(struct rq *rq)
  * cpu_util_cfs(cpu) (fair.c, with UTIL_EST): max(cfs.avg.util_avg, cfs.avg.util_est),
  * capped at the CPU's capacity (SCHED_CAPACITY here: no asymmetric capacity); their sum
  * over an LLC is the sum_util update_idle_cpu_scan() turns into nr_idle_scan, and picks
- * SIS_FIT's bucket in shadow's counterfactual.
+ * SIS_FIT's bucket in shadow's counterfactual. *@avg: util_avg alone, capped the same way
+ * (the depth block's split of the kernel's input: what util_est adds).
  */
-static __always_inline u64 rq_util(struct rq *rq)
+static __always_inline u64 rq_util(struct rq *rq, u64 *avg)
 {
 	u64 u = BPF_CORE_READ(rq, cfs.avg.util_avg), est = 0;
 
+	*avg = u < SCHED_CAPACITY ? u : SCHED_CAPACITY;
 	if (bpf_core_field_exists(rq->cfs.avg.util_est) && bpf_core_field_size(rq->cfs.avg.util_est) == 4)
 		est = BPF_CORE_READ(rq, cfs.avg.util_est);
 	if (est > u)
@@ -300,10 +303,11 @@ static __always_inline bool rq_sched_idle(struct rq *rq)
  * tracepoint's exit the kernel's own wake-up has already reached @chosen (rq->ttwu_pending
  * set for the wakelist, or p enqueued: @chosen_base tasks of nr_running are p's): its exit
  * state is idle_cpu() without that, so that the race test still sees another task arriving.
- * @chosen_base < 0: nothing to discount (fexit, kretprobe).
+ * @chosen_base < 0: nothing to discount (fexit, kretprobe). At entry, @sum_k (0 this_cpu's
+ * LLC, 1 prev's; < 0 none) picks the util sums the LLC's CPUs are added to.
  */
 static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, const bool learned,
-				     s32 chosen, s32 chosen_base, u64 *util_sum)
+				     s32 chosen, s32 chosen_base, s32 sum_k)
 {
 	s32 llc;
 	u32 i, start, nr;
@@ -336,8 +340,12 @@ static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, c
 			continue;
 		}
 		mask_put(r->read, c);
-		if (util_sum)
-			*util_sum += rq_util(rq);
+		if (sum_k >= 0) {
+			u64 avg;
+
+			r->util_sum[sum_k & 1] += rq_util(rq, &avg);
+			r->util_avg_sum[sum_k & 1] += avg;
+		}
 		if (avail)
 			mask_put(r->avail_idle, c);
 		if (sidle)
@@ -546,11 +554,13 @@ static __always_inline int on_entry(void *ctx, struct task_struct *p, s32 prev,
 		r->allowed[i & (MASK_WORDS - 1)] = w;
 	}
 
-	read_llc(r, this_cpu, false, learned, -1, -1, &r->util_sum[0]);
-	if (topo.cpu_llc[prev & (MAX_CPUS - 1)] != topo.cpu_llc[this_cpu & (MAX_CPUS - 1)])
-		read_llc(r, prev, false, learned, -1, -1, &r->util_sum[1]);
-	else
+	read_llc(r, this_cpu, false, learned, -1, -1, 0);
+	if (topo.cpu_llc[prev & (MAX_CPUS - 1)] != topo.cpu_llc[this_cpu & (MAX_CPUS - 1)]) {
+		read_llc(r, prev, false, learned, -1, -1, 1);
+	} else {
 		r->util_sum[1] = r->util_sum[0];
+		r->util_avg_sum[1] = r->util_avg_sum[0];
+	}
 	read_llc_shared(this_cpu, &r->has_idle_cores[0], &r->nr_idle_scan[0], learned);
 	read_llc_shared(prev, &r->has_idle_cores[1], &r->nr_idle_scan[1], learned);
 	s->p = (u64)p;
@@ -618,9 +628,9 @@ static __always_inline int on_exit(void *ctx, s32 ret, const bool learned, s32 c
 	r->chosen = ret;
 	r->waker_flips_exit = BPF_CORE_READ(cur, wakee_flips);
 	r->waker_decay_ts_exit = BPF_CORE_READ(cur, wakee_flip_decay_ts);
-	read_llc(r, r->this_cpu, true, learned, ret, chosen_base, NULL);
+	read_llc(r, r->this_cpu, true, learned, ret, chosen_base, -1);
 	if (topo.cpu_llc[r->prev & (MAX_CPUS - 1)] != topo.cpu_llc[r->this_cpu & (MAX_CPUS - 1)])
-		read_llc(r, r->prev, true, learned, ret, chosen_base, NULL);
+		read_llc(r, r->prev, true, learned, ret, chosen_base, -1);
 	read_llc_shared(r->this_cpu, &r->has_idle_cores_exit[0], &r->nr_idle_scan_exit[0], learned);
 	read_llc_shared(r->prev, &r->has_idle_cores_exit[1], &r->nr_idle_scan_exit[1], learned);
 	read_wa_exit(r, (struct task_struct *)s->p, cur, ret, chosen_base, learned);
