@@ -282,6 +282,7 @@ impl DepthAcc {
                     mean_loader_depth: mean(b.loader_sum, b.wakeups),
                     mean_abs_diff: s.1,
                     p99_abs_diff: s.2,
+                    within_one_pct: s.3,
                     inputs: inputs(b),
                 });
             }
@@ -292,6 +293,7 @@ impl DepthAcc {
             agreement_pct: s.0,
             mean_abs_diff: s.1,
             p99_abs_diff: s.2,
+            within_one_pct: s.3,
             buckets,
             decision_agreement_pct: super::pct(self.decision_same, all.wakeups),
             inputs: inputs(&all),
@@ -318,19 +320,23 @@ fn inputs(b: &BucketAcc) -> DepthInputs {
     }
 }
 
-/// A bucket's (or all buckets') agreement %, mean |Δ| and p99 |Δ| (nearest rank: the
-/// smallest |Δ| at or under which 99 % of its wake-ups lie).
-fn summary(b: &BucketAcc) -> (f64, f64, u64) {
+/// A bucket's (or all buckets') agreement %, mean |Δ|, p99 |Δ| (nearest rank: the
+/// smallest |Δ| at or under which 99 % of its wake-ups lie) and % within one CPU.
+fn summary(b: &BucketAcc) -> (f64, f64, u64, f64) {
     let rank = (b.wakeups * 99).div_ceil(100);
-    let (mut seen, mut p99, mut sum) = (0, 0, 0);
+    let (mut seen, mut p99, mut sum, mut within) = (0, 0, 0, 0);
     for (&d, &n) in &b.abs_diff {
         if seen < rank {
             p99 = d;
         }
         seen += n;
         sum += d * n;
+        if d <= 1 {
+            within += n;
+        }
     }
-    (super::pct(b.same, b.wakeups), mean(sum, b.wakeups), p99)
+    let pct = |n| super::pct(n, b.wakeups);
+    (pct(b.same), mean(sum, b.wakeups), p99, pct(within))
 }
 
 /// The report's `depth` block: over the compared wake-ups past the loader's warm-up, the
@@ -346,6 +352,8 @@ pub struct DepthReport {
     pub mean_abs_diff: f64,
     /// 99th percentile of it (nearest rank)
     pub p99_abs_diff: u64,
+    /// % of them where the two depths differ by at most one CPU
+    pub within_one_pct: f64,
     /// per 10 % bucket of the kernel's util_sum of that LLC (of its capacity), those with
     /// wake-ups
     pub buckets: Vec<DepthBucket>,
@@ -385,6 +393,7 @@ pub struct DepthBucket {
     pub mean_loader_depth: f64,
     pub mean_abs_diff: f64,
     pub p99_abs_diff: u64,
+    pub within_one_pct: f64,
     pub inputs: DepthInputs,
 }
 
@@ -399,8 +408,13 @@ pub fn print_depth(d: Option<&DepthReport>) {
         return;
     };
     println!(
-        "loader depth vs the kernel's nr_idle_scan (the LLC placed in): {} wake-ups, same {:.2} %, |Δ| mean {:.3} p99 {}; the port on the loader's depths: the kernel's CPU {:.2} %",
-        d.wakeups, d.agreement_pct, d.mean_abs_diff, d.p99_abs_diff, d.decision_agreement_pct
+        "loader depth vs the kernel's nr_idle_scan (the LLC placed in): {} wake-ups, same {:.2} %, within 1 {:.2} %, |Δ| mean {:.3} p99 {}; the port on the loader's depths: the kernel's CPU {:.2} %",
+        d.wakeups,
+        d.agreement_pct,
+        d.within_one_pct,
+        d.mean_abs_diff,
+        d.p99_abs_diff,
+        d.decision_agreement_pct
     );
     if d.buckets.is_empty() {
         return;
@@ -502,6 +516,8 @@ mod tests {
         // 39 x 2 + 1 x 5 = 83 over 100; the 99th of 100 is a 2 (the 100th the 5)
         assert_eq!((b5.mean_abs_diff, b5.p99_abs_diff), (0.83, 2));
         assert_eq!((b5.mean_kernel_depth, b5.mean_loader_depth), (5.0, 4.17));
+        // within one CPU: the 60 equal ones only (39 are 2 off, one 5)
+        assert_eq!(b5.within_one_pct, 60.0);
         assert_eq!(r.buckets[0].util_pct, [0, 10]);
         assert_eq!(
             (r.buckets[0].p99_abs_diff, r.buckets[0].mean_abs_diff),
@@ -524,6 +540,8 @@ mod tests {
         assert_eq!(r.agreement_pct, 100.0 * 63.0 / 104.0);
         assert_eq!(r.mean_abs_diff, 84.0 / 104.0);
         assert_eq!(r.p99_abs_diff, 2);
+        // 63 equal and bucket 12's one off by 1
+        assert_eq!(r.within_one_pct, 100.0 * 64.0 / 104.0);
         assert_eq!(r.decision_agreement_pct, 100.0 * 93.0 / 104.0);
         // nothing compared: zeros, no bucket
         let e = DepthAcc::default().report();
