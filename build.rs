@@ -177,6 +177,38 @@ fn git_build_id() {
     }
 }
 
+/// Each generated skeleton opens its object through crate::bpf_skel::obj_data() (the
+/// embedded bytes; in the unit-test binary, optionally a replacement file: tools/mutants'
+/// fast BPF path). Fails the build if libbpf-cargo's skeleton no longer has the one call this
+/// rewrites.
+fn route_skeletons() {
+    const CALL: &str = "ObjectSkeletonConfigBuilder::new(&DATA)";
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    for name in [
+        "bpf",
+        "sis_test",
+        "waitlat",
+        "cost",
+        "shadow",
+        "shadow_replay",
+    ] {
+        let path = out.join(format!("{name}_skel.rs"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let routed =
+            format!("ObjectSkeletonConfigBuilder::new(crate::bpf_skel::obj_data({name:?}, &DATA))");
+        if text.contains(&routed) {
+            continue;
+        }
+        assert_eq!(
+            text.matches(CALL).count(),
+            1,
+            "{}: expected one `{CALL}` (libbpf-cargo's skeleton changed?)",
+            path.display()
+        );
+        std::fs::write(&path, text.replace(CALL, &routed)).unwrap();
+    }
+}
+
 fn main() {
     git_build_id();
     derive_tables();
@@ -220,4 +252,5 @@ fn main() {
         .enable_skel("src/bpf/tools/shadow_replay.bpf.c", "shadow_replay")
         .build()
         .unwrap();
+    route_skeletons();
 }

@@ -460,14 +460,14 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
-    /// Hand-worked sums: per bucket the agreement, the means and the nearest-rank p99 of
-    /// |Δ|; the totals over the buckets; merging two halves gives the whole; the decision
-    /// agreement over every wake-up.
-    #[test]
-    fn depth_acc_sums_per_bucket() {
-        // inputs: the kernel's util 40 % of a 4-CPU LLC (util_avg 30 % where known, for
-        // the first 50 wake-ups of bucket 5), the loader's 20 %; `fresh` equal to the
-        // kernel's depth on every other wake-up
+    /// The hand-worked accumulation of depth_acc_sums_per_bucket and
+    /// depth_acc_inputs_per_bucket: the whole, and its two halves (every other wake-up).
+    /// Bucket 5 (50-60 %): 100 wake-ups, kernel 5; the loader 5 for 60, 3 for 39, 0 once;
+    /// the port on the loader's depths right on the first 90. Bucket 0: 3 wake-ups, equal;
+    /// bucket 12 (counted in the last): one, 1 off. Inputs: the kernel's util 40 % of a
+    /// 4-CPU LLC (util_avg 30 % for the first 50 wake-ups only), the loader's 20 %; `fresh`
+    /// equal to the kernel's depth on every other wake-up.
+    fn hand_worked() -> (DepthAcc, DepthAcc, DepthAcc) {
         let mut n = 0u64;
         let mut p = |bucket, kernel, loader| {
             n += 1;
@@ -484,7 +484,6 @@ mod tests {
         };
         let mut whole = DepthAcc::default();
         let (mut a, mut b) = (DepthAcc::default(), DepthAcc::default());
-        // bucket 5 (50-60 %): 100 wake-ups, kernel 5; the loader 5 for 60, 3 for 39, 0 once
         let mut i = 0;
         let mut add = |pair: DepthPair, same: bool| {
             whole.add(pair, same);
@@ -499,11 +498,19 @@ mod tests {
             };
             add(p(5, 5, loader), n < 90);
         }
-        // bucket 0: 3 wake-ups, equal; bucket 12 is counted in the last
         for _ in 0..3 {
             add(p(0, 4, 4), true);
         }
         add(p(12, 0, 1), false);
+        (whole, a, b)
+    }
+
+    /// Hand-worked sums: per bucket the agreement, the means, the nearest-rank p99 of |Δ|
+    /// and the share within one CPU; the totals over the buckets; merging two halves gives
+    /// the whole; the decision agreement over every wake-up.
+    #[test]
+    fn depth_acc_sums_per_bucket() {
+        let (whole, a, b) = hand_worked();
         let mut merged = a.clone();
         merged.merge(&b);
         assert_eq!(merged, whole);
@@ -525,17 +532,6 @@ mod tests {
         );
         assert_eq!(r.buckets[2].util_pct, [90, 100]);
         assert_eq!(r.buckets[2].p99_abs_diff, 1);
-        // the inputs: integer sums over the capacities (1638 and 819 of 4096: 39.99 % and
-        // 19.99 %), util_avg over the 50 wake-ups that have it (1228: 29.98 %), fresh on the
-        // even ones
-        let i5 = &b5.inputs;
-        assert_eq!(i5.kernel_util_pct, 100.0 * 1638.0 / 4096.0);
-        assert_eq!(i5.loader_util_pct, 100.0 * 819.0 / 4096.0);
-        assert_eq!(i5.kernel_util_avg_pct, Some(100.0 * 1228.0 / 4096.0));
-        assert_eq!(i5.fresh_agreement_pct, 50.0);
-        assert_eq!(r.buckets[0].inputs.kernel_util_avg_pct, None);
-        assert_eq!(r.inputs.fresh_agreement_pct, 100.0 * 52.0 / 104.0);
-        assert_eq!(r.inputs.kernel_util_avg_pct, i5.kernel_util_avg_pct);
         // totals: 63 of 104 equal; |Δ| 84 over 104; rank 103 of 104 is the last 2
         assert_eq!(r.agreement_pct, 100.0 * 63.0 / 104.0);
         assert_eq!(r.mean_abs_diff, 84.0 / 104.0);
@@ -546,6 +542,26 @@ mod tests {
         // nothing compared: zeros, no bucket
         let e = DepthAcc::default().report();
         assert_eq!((e.wakeups, e.buckets.len(), e.p99_abs_diff), (0, 0, 0));
+    }
+
+    /// The inputs of the same wake-ups: integer sums over the capacities (1638 and 819 of
+    /// 4096: 39.99 % and 19.99 %), util_avg over the 50 wake-ups that have it (1228:
+    /// 29.98 %; none in bucket 0), fresh on the even ones; the same after a merge.
+    #[test]
+    fn depth_acc_inputs_per_bucket() {
+        let (whole, a, b) = hand_worked();
+        let r = whole.report();
+        let i5 = &r.buckets[1].inputs;
+        assert_eq!(i5.kernel_util_pct, 100.0 * 1638.0 / 4096.0);
+        assert_eq!(i5.loader_util_pct, 100.0 * 819.0 / 4096.0);
+        assert_eq!(i5.kernel_util_avg_pct, Some(100.0 * 1228.0 / 4096.0));
+        assert_eq!(i5.fresh_agreement_pct, 50.0);
+        assert_eq!(r.buckets[0].inputs.kernel_util_avg_pct, None);
+        assert_eq!(r.inputs.fresh_agreement_pct, 100.0 * 52.0 / 104.0);
+        assert_eq!(r.inputs.kernel_util_avg_pct, i5.kernel_util_avg_pct);
+        let mut merged = a;
+        merged.merge(&b);
+        assert_eq!(merged.report().inputs, r.inputs);
     }
 
     /// The pair is the LLC the kernel placed in: prev's when the kernel's CPU is there, and
