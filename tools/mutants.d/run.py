@@ -11,6 +11,16 @@ each mutant is applied, built and tested, one at a time, then restored). A test 
 on the baseline is broken: it is skipped in every mutant's run, and a test that fails with a
 mutant but also fails when re-run on base right after is a flake: neither is a catch.
 
+The fast BPF path (the default; --bpf-path full turns it off): a BPF mutant's objects are
+compiled alone (cgen.Compiler, build.rs's flags) and its tests are the unit-test binary built
+once from base/, run with SISUTIL_TEST_BPF_OBJS naming a directory of the mutated objects
+(src/bpf_skel.rs obj_data(): the test binary opens NAME.bpf.o from there instead of the
+embedded object). No crate rebuild per mutant: seconds of clang, then the test run. Its test
+set is the unit-test binary's whatever --tests says (the CLI and placement-cost tests run the
+scheduler's binary, which has no such read). Before it is trusted the path checks itself:
+the unmutated objects compiled this way must give the baseline's results, and a broken
+sis_test object must fail a test; otherwise the run falls back to the full path and says so.
+
 Outcomes: caught (a test that passes unmutated fails), survived, timeout (the test run took
 longer than --timeout: a hang, counted apart), build-failure (the mutant does not compile:
 not a mutant), equivalent (the BPF objects are identical to the unmutated ones, code and
@@ -24,6 +34,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -87,6 +98,20 @@ def cargo_test(tree, tests, skip, only=None, timeout=None):
         for s in sorted(skip):
             cmd += ["--skip", s]
     return sh(cmd, tree, timeout)
+
+
+def test_binary(tree, tests):
+    """The unit-test binary of tree (cargo's --no-run JSON: the bin target's test executable)."""
+    rc, out, _ = sh(["cargo", "test", "--profile", PROFILE, "--locked", "--no-run",
+                     "--message-format=json"] + tests[:2], tree)
+    for line in out.splitlines():
+        if not line.startswith("{"):
+            continue
+        m = json.loads(line)
+        if m.get("reason") == "compiler-artifact" and m.get("executable") and \
+                m.get("profile", {}).get("test") and "bin" in m["target"]["kind"]:
+            return m["executable"]
+    return None
 
 
 def worktree(root, path, sha, seed):
@@ -162,8 +187,63 @@ class Run:
                        "secs": round(secs), "timeout": self.timeout,
                        "test_set": self.tests}, f, indent=1)
 
-    def judge(self, rc, out, secs):
-        """(outcome, caught_by, flaky) of one mutant's test run in mut/."""
+    # ---- the fast BPF path: the prebuilt unit-test binary, objects from a directory ----
+    def bin_test(self, objs, only=None):
+        """The unit-test binary (base/'s, copied) with SISUTIL_TEST_BPF_OBJS=objs (None: the
+        embedded objects), every test but the broken ones, or `only`."""
+        cmd = [self.binary, "--exact"]
+        if only:
+            cmd += sorted(only)
+        else:
+            for t in sorted(self.broken):
+                cmd += ["--skip", t]
+        env = dict(os.environ)
+        env.pop("SISUTIL_TEST_BPF_OBJS", None)
+        if objs:
+            env["SISUTIL_TEST_BPF_OBJS"] = objs
+        return sh(cmd, self.base, self.timeout, env=env)
+
+    def objs_dir(self, name, files):
+        """A fresh directory WORK/NAME holding NAME.bpf.o links to `files` {name: path}."""
+        d = os.path.join(self.a.work, name)
+        os.makedirs(d, exist_ok=True)
+        for f in os.listdir(d):
+            os.unlink(os.path.join(d, f))
+        for n, path in files.items():
+            os.symlink(path, os.path.join(d, f"{n}.bpf.o"))
+        return d
+
+    def fast_check(self):
+        """Whether the fast BPF path can be trusted here (module docstring); logs why not."""
+        exe = test_binary(self.base, self.tests)
+        if not exe:
+            log("fast BPF path off: no unit-test binary found in base/")
+            return False
+        self.binary = os.path.join(self.a.work, "scx_sisutil-unit-tests")
+        subprocess.run(["cp", "-f", exe, self.binary], check=True)
+        base = {n: os.path.join(self.scratch, f"{n}.base.o") for _, n in cgen.OBJECTS}
+        rc, out, secs = self.bin_test(self.objs_dir("fast-base", base))
+        res = test_results(out)
+        failed = sorted(k for k, v in res.items() if v == "FAILED")
+        if rc != 0 or not res:
+            log(f"fast BPF path off: the unmutated objects compiled alone fail {failed or rc}")
+            return False
+        bad = os.path.join(self.a.work, "garbage.o")
+        with open(bad, "w") as f:
+            f.write("not an ELF object\n")
+        rc2, out2, _ = self.bin_test(self.objs_dir("fast-garbage", {"sis_test": bad}))
+        if rc2 == 0:
+            log("fast BPF path off: a broken sis_test object failed no test "
+                "(the binary does not read SISUTIL_TEST_BPF_OBJS)")
+            return False
+        self.fast_secs = secs
+        log(f"fast BPF path on: {len(res)} unit tests in {secs:.0f} s on the objects compiled "
+            f"alone; a broken object fails {sum(1 for v in test_results(out2).values() if v == 'FAILED')}")
+        return True
+
+    def judge(self, rc, out, secs, rerun=None):
+        """(outcome, caught_by, flaky) of one mutant's test run (in mut/, or through the
+        fast path: `rerun` runs given tests unmutated)."""
         if rc is None:
             return "timeout", [], []
         res = test_results(out)
@@ -176,8 +256,11 @@ class Run:
                 return "build-failure", [], []
             return "caught", ["(a test binary failed without a failing test line)"], []
         # the same tests on the unmutated tree, now, under the same load
-        brc, bout, _ = cargo_test(self.base, self.tests, [], only=failed,
-                                  timeout=self.timeout)
+        if rerun:
+            brc, bout, _ = rerun(failed)
+        else:
+            brc, bout, _ = cargo_test(self.base, self.tests, [], only=failed,
+                                      timeout=self.timeout)
         bres = test_results(bout)
         flaky = sorted(t for t in failed if bres.get(t) != "ok")
         caught_by = [t for t in failed if t not in flaky]
@@ -196,6 +279,7 @@ class Run:
                 raise SystemExit(f"tools/mutants: {src} does not compile unmutated:\n{err}")
         log(f"BPF: {len(muts)} mutants (seed {self.a.seed}, sample {self.a.sample} of "
             f"{len(allm)})")
+        self.fast = self.a.bpf_path == "fast" and self.fast_check()
         return muts
 
     def bpf_one(self, m):
@@ -229,6 +313,13 @@ class Run:
             elif not differs:
                 r["outcome"] = "equivalent"
                 r["detail"] = "identical object code (every object that includes the file)"
+            elif self.fast:
+                r["objects"], r["path"] = differs, "fast"
+                objs = self.objs_dir("fast-mut", {
+                    n: os.path.join(scratch, f"{n}.mut.o") for n in differs})
+                rc, out, secs = self.bin_test(objs)
+                r["outcome"], r["caught_by"], r["flaky"] = self.judge(
+                    rc, out, secs, rerun=lambda only: self.bin_test(None, only))
             else:
                 r["objects"] = differs
                 rc, out, secs = cargo_test(self.mut, self.tests, self.broken,
@@ -397,6 +488,7 @@ def main():
     ap.add_argument("--sample", type=int, default=40)
     ap.add_argument("--timeout", type=int, default=0)
     ap.add_argument("--tests", choices=sorted(TEST_SETS), default="host")
+    ap.add_argument("--bpf-path", choices=["fast", "full"], default="fast")
     ap.add_argument("--work", default="/var/tmp/scx_sisutil-mutants")
     ap.add_argument("--out", default="")
     ap.add_argument("--report-only", action="store_true")
@@ -407,6 +499,19 @@ def main():
     if a.timeout < 0:
         ap.error("--timeout must be >= 0")
     a.work = os.path.abspath(a.work)
+    # the work directory is written as root (worktrees, objects, links): it must be ours
+    # alone, never a path another user could have made first (it lives under /var/tmp)
+    if not a.list and not a.report_only:
+        try:
+            os.mkdir(a.work, 0o700)
+        except FileExistsError:
+            pass
+        st = os.lstat(a.work)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            print(f"tools/mutants: --work {a.work}: not a directory of ours alone (owner "
+                  f"{st.st_uid}, mode {oct(st.st_mode & 0o777)}): remove it or pick another",
+                  file=sys.stderr)
+            return 2
     if not a.out:
         a.out = os.path.join(a.root, "docs/results", "mutants-" + time.strftime("%Y-%m-%d"))
     if a.list:
