@@ -119,7 +119,9 @@ def worktree(root, path, sha, seed):
     if not os.path.isdir(path):
         subprocess.run(["git", "-C", root, "worktree", "add", "--detach", "--force", path, sha],
                        check=True, capture_output=True)
-    subprocess.run(["git", "-C", path, "checkout", "-q", "--detach", sha], check=True)
+    # --force: a run stopped mid-mutant (killed, the machine stopped) left its file mutated
+    subprocess.run(["git", "-C", path, "checkout", "-q", "--force", "--detach", sha],
+                   check=True)
     subprocess.run(["git", "-C", path, "reset", "-q", "--hard", sha], check=True)
     tgt = os.path.join(path, "target")
     if not os.path.isdir(tgt) and os.path.isdir(os.path.join(seed, "target")):
