@@ -79,6 +79,11 @@ def sh(cmd, cwd, timeout=None, env=None):
         os.killpg(p.pid, signal.SIGKILL)
         out, _ = p.communicate()
         return None, out, time.time() - t0
+    except BaseException:
+        # Ctrl-C or a kill of the runner: its child (its own session) goes with it
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        raise
 
 
 def test_results(out):
@@ -144,7 +149,8 @@ class Run:
         if os.path.exists(self.jsonl):
             for line in open(self.jsonl):
                 r = json.loads(line)
-                if r.get("commit") == self.sha:
+                # an "error" (the run killed from outside) is run again on resume
+                if r.get("commit") == self.sha and r.get("outcome") != "error":
                     self.done[r["id"]] = r
         self.equivalent = {}
         eq = os.path.join(self.root, "tools/mutants.d/equivalent.txt")
@@ -252,6 +258,9 @@ class Run:
         if rc == 0:
             return "survived", [], []
         failed = sorted(k for k, v in res.items() if v == "FAILED")
+        if not failed and rc < 0:
+            # killed by a signal from outside (no test said FAILED): not a catch
+            return "error", [f"(the test run was killed by signal {-rc})"], []
         if not failed:
             if re.search(r"^error(\[E\d+\])?:|could not compile|failed to run custom build",
                          out, re.M):
