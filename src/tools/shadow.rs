@@ -1608,8 +1608,8 @@ fn analyse_with(
             if (0..WORDS.min(8)).any(|i| entry[i] & r.allowed[i] != 0) {
                 idle_available += 1;
             }
-            let tl_at = loader.and_then(|tl| Some((tl.at(r.ns)?, tl.sums_at(r.ns)?)));
-            if let (Some(l), Some((d, sums))) = (p.loader, tl_at) {
+            if let (Some(l), Some((d, sums))) = (p.loader, loader.and_then(|tl| tl.in_force(r.ns)))
+            {
                 let t = &rp.topo;
                 let k = depth::KernelLlcs {
                     nr_idle_scan: r.nr_idle_scan,

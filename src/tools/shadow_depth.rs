@@ -111,9 +111,11 @@ impl Timeline {
         Some(&self.depths[self.step_at(ns)?])
     }
 
-    /// Each LLC's util sum (the loader's input to the depth) in force at `ns`, as `at`.
-    pub fn sums_at(&self, ns: u64) -> Option<&[u64]> {
-        Some(&self.sums[self.step_at(ns)?])
+    /// Each LLC's depth and util sum (the loader's input to the depth) in force at `ns`, as
+    /// `at`: one look-up for both.
+    pub fn in_force(&self, ns: u64) -> Option<(&[u64], &[u64])> {
+        let i = self.step_at(ns)?;
+        Some((&self.depths[i], &self.sums[i]))
     }
 
     fn step_at(&self, ns: u64) -> Option<usize> {
@@ -632,9 +634,9 @@ mod tests {
         assert_eq!(tl.at(t0 + 999 * MS), Some(&[2u64][..]));
         assert_eq!(tl.at(t0 + 2_000 * MS), Some(&[0u64][..]));
         // the sums beside: 0 while idle, then both CPUs near 1024 each
-        assert_eq!(tl.sums_at(t0 + 999 * MS), Some(&[0u64][..]));
-        assert!(tl.sums_at(t0 + 2_000 * MS).unwrap()[0] > 2000);
-        assert_eq!(tl.sums_at(t0 + 100 * MS), None, "warm-up");
+        assert_eq!(tl.in_force(t0 + 999 * MS), Some((&[2u64][..], &[0u64][..])));
+        assert!(tl.in_force(t0 + 2_000 * MS).unwrap().1[0] > 2000);
+        assert_eq!(tl.in_force(t0 + 100 * MS), None, "warm-up");
         // a CPU outside the topology, a short sample, a time back
         let mut bad = busy.clone();
         bad.cpus = vec![0, 2];

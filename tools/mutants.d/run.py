@@ -55,6 +55,8 @@ RUST_FILES = ["src/sched/**", "src/main.rs", "src/tools/**"]
 # "mutants", defined by these variables, in target/mutants): a mutant rebuilds the crate
 # from its incremental cache instead of relinking everything with thin LTO.
 PROFILE = "mutants"
+# the unit-test binary's object directory (src/bpf_skel.rs OBJ_OVERRIDE_ENV)
+OBJS_ENV = "SISUTIL_TEST_BPF_OBJS"
 os.environ.update({
     "CARGO_PROFILE_MUTANTS_INHERITS": "release",
     "CARGO_PROFILE_MUTANTS_LTO": "false",
@@ -197,7 +199,7 @@ class Run:
 
     # ---- the fast BPF path: the prebuilt unit-test binary, objects from a directory ----
     def bin_test(self, objs, only=None):
-        """The unit-test binary (base/'s, copied) with SISUTIL_TEST_BPF_OBJS=objs (None: the
+        """The unit-test binary (base/'s, copied) with OBJS_ENV=objs (None: the
         embedded objects), every test but the broken ones, or `only`."""
         cmd = [self.binary, "--exact"]
         if only:
@@ -206,9 +208,9 @@ class Run:
             for t in sorted(self.broken):
                 cmd += ["--skip", t]
         env = dict(os.environ)
-        env.pop("SISUTIL_TEST_BPF_OBJS", None)
+        env.pop(OBJS_ENV, None)
         if objs:
-            env["SISUTIL_TEST_BPF_OBJS"] = objs
+            env[OBJS_ENV] = objs
         return sh(cmd, self.base, self.timeout, env=env)
 
     def objs_dir(self, name, files):
@@ -242,9 +244,8 @@ class Run:
         rc2, out2, _ = self.bin_test(self.objs_dir("fast-garbage", {"sis_test": bad}))
         if rc2 == 0:
             log("fast BPF path off: a broken sis_test object failed no test "
-                "(the binary does not read SISUTIL_TEST_BPF_OBJS)")
+                f"(the binary does not read {OBJS_ENV})")
             return False
-        self.fast_secs = secs
         log(f"fast BPF path on: {len(res)} unit tests in {secs:.0f} s on the objects compiled "
             f"alone; a broken object fails {sum(1 for v in test_results(out2).values() if v == 'FAILED')}")
         return True
