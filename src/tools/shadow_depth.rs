@@ -468,7 +468,8 @@ mod tests {
     /// the port on the loader's depths right on the first 90. Bucket 0: 3 wake-ups, equal;
     /// bucket 12 (counted in the last): one, 1 off. Inputs: the kernel's util 40 % of a
     /// 4-CPU LLC (util_avg 30 % for the first 50 wake-ups only), the loader's 20 %; `fresh`
-    /// equal to the kernel's depth on every other wake-up.
+    /// equal to the kernel's depth on every fourth wake-up (not half: a negated test would
+    /// give the same 50 %).
     fn hand_worked() -> (DepthAcc, DepthAcc, DepthAcc) {
         let mut n = 0u64;
         let mut p = |bucket, kernel, loader| {
@@ -481,7 +482,7 @@ mod tests {
                 kernel_util_avg: (n <= 50).then_some(4096 * 30 / 100),
                 loader_util: 4096 * 20 / 100,
                 capacity: 4096,
-                fresh: if n % 2 == 0 { kernel } else { kernel + 1 },
+                fresh: if n % 4 == 0 { kernel } else { kernel + 1 },
             }
         };
         let mut whole = DepthAcc::default();
@@ -548,7 +549,7 @@ mod tests {
 
     /// The inputs of the same wake-ups: integer sums over the capacities (1638 and 819 of
     /// 4096: 39.99 % and 19.99 %), util_avg over the 50 wake-ups that have it (1228:
-    /// 29.98 %; none in bucket 0), fresh on the even ones; the same after a merge.
+    /// 29.98 %; none in bucket 0), fresh on every fourth; the same after a merge.
     #[test]
     fn depth_acc_inputs_per_bucket() {
         let (whole, a, b) = hand_worked();
@@ -557,9 +558,9 @@ mod tests {
         assert_eq!(i5.kernel_util_pct, 100.0 * 1638.0 / 4096.0);
         assert_eq!(i5.loader_util_pct, 100.0 * 819.0 / 4096.0);
         assert_eq!(i5.kernel_util_avg_pct, Some(100.0 * 1228.0 / 4096.0));
-        assert_eq!(i5.fresh_agreement_pct, 50.0);
+        assert_eq!(i5.fresh_agreement_pct, 25.0);
         assert_eq!(r.buckets[0].inputs.kernel_util_avg_pct, None);
-        assert_eq!(r.inputs.fresh_agreement_pct, 100.0 * 52.0 / 104.0);
+        assert_eq!(r.inputs.fresh_agreement_pct, 100.0 * 26.0 / 104.0);
         assert_eq!(r.inputs.kernel_util_avg_pct, i5.kernel_util_avg_pct);
         let mut merged = a;
         merged.merge(&b);
