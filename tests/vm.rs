@@ -322,6 +322,32 @@ vm_tests! {
 }
 
 // ---------------------------------------------------------------------------------------
+// D1. --allow-queued-wakeup (SCX_OPS_ALLOW_QUEUED_WAKEUP, 6.15+): the kernel's wake list
+// under seed 001's load (netperf UDP_STREAM on loopback), counted, against the default.
+
+fn ttwu_wakelist(name: &str, kernel: &str) {
+    run_script(
+        name,
+        Vm::new(kernel, 600).smp(SMT2LLC),
+        "ttwu-wakelist.sh 3",
+        &[
+            "default: allow_queued_wakeup = 0",
+            "default: wake_list (ttwu_queue_cond refuses sched_ext tasks) = 0",
+            "default: wake_spun",
+            "--allow-queued-wakeup: allow_queued_wakeup = 1",
+            "--allow-queued-wakeup: wake_list_on_cpu",
+            "--allow-queued-wakeup: wake_spun",
+            "dmesg: no abnormal sched_ext disable",
+        ],
+        &[],
+    );
+}
+
+vm_tests! {
+    ttwu_wakelist_7 = ttwu_wakelist("7");
+}
+
+// ---------------------------------------------------------------------------------------
 // D2. shadow: the kernel as the oracle. The kernel's own wake-up placements (EEVDF, no
 // sched_ext attached) under mixed load, traced and replayed live on each kernel: >= 300
 // compared, >= 95 % agreement, the mutant port (scan from target) on the same records agrees
@@ -423,6 +449,7 @@ fn errors_vm_6_12() {
             "scx_sisutil --features BOGUS: exit 1, one line",
             "features with a foreign pinned map: exit 1, one line",
             "scx_sisutil with a symlinked pin directory: exit 1, one line",
+            "scx_sisutil --allow-queued-wakeup: exit 1, one line",
             "-V prints the version with its build id",
             "second instance refused: scx_sisutil: error: another sched_ext scheduler is already running",
             "features NO_SIS_UTIL as nobody refused",

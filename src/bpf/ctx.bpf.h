@@ -35,6 +35,8 @@ struct {
 struct task_ctx {
 	struct sis_wake_state ws; /* recent_used_cpu, last_wakee, wakee_flips (fair.c) */
 	u32 desched_wakeup;	/* sched_waking saw TTWU_QUEUE_DESCHED's condition */
+	s32 waking_cpu;		/* 1 + the CPU sched_waking ran on (the waker's), 0: none since */
+	u32 waking_on_cpu;	/* sched_waking saw the wakee on its CPU, dequeued */
 	u32 queued_in;		/* 1 + the LLC whose queued count holds the task, 0 none (steal.bpf.h) */
 	struct task_load load;	/* task_h_load(): PELT-like runnable average (task_load_update) */
 };

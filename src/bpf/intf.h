@@ -219,6 +219,14 @@ enum sis_stat {
 	STAT_KICK_ATOMIC,
 	/* CPUs probed by the enqueue path's search for an idle CPU to kick */
 	STAT_KICK_SCANNED,
+	/* wake-ups whose wakee was still on its CPU (in schedule(), dequeued) at sched_waking: TTWU_QUEUE_DESCHED's case */
+	STAT_WAKE_ON_CPU,
+	/* of wake_on_cpu: activated by the waker after it waited for p->on_cpu to clear (try_to_wake_up's smp_cond_load_acquire), not from a wake list */
+	STAT_WAKE_SPUN,
+	/* wake-ups activated from a CPU's wake list (the kernel's ttwu_queue_wakelist: activated on another CPU than the waker's; --allow-queued-wakeup only) */
+	STAT_WAKE_LIST,
+	/* of wake_list: the wakee was on its CPU and was queued there without ops.select_cpu (TTWU_QUEUE_DESCHED's mechanism) */
+	STAT_WAKE_LIST_ON_CPU,
 	STAT_NR,
 };
 
@@ -231,6 +239,16 @@ enum sis_stat {
  * (util_sum, which calibrate's scans and the statistics read), so that its
  * writes do not invalidate the first line on every CPU.
  */
+/* how the kernel activated a woken task (ttwu_wake_path(), sis.bpf.h): bits */
+enum wake_path {
+	/* from a CPU's wake list (ttwu_queue_wakelist()), not by the waker */
+	WAKE_PATH_LIST = 1 << 0,
+	/* the wakee was on its CPU and went on its wake list: no select_task_rq() */
+	WAKE_PATH_LIST_ON_CPU = 1 << 1,
+	/* the wakee was on its CPU and the waker waited for p->on_cpu to clear */
+	WAKE_PATH_SPUN = 1 << 2,
+};
+
 /* ops.dispatch's step (dispatch_order(), queue.bpf.h), in the order they are tried */
 enum dispatch_step {
 	/* no LLC (a CPU outside the topology), or nothing to take anywhere */

@@ -196,6 +196,7 @@ void BPF_STRUCT_OPS(sisutil_stopping, struct task_struct *p, bool runnable)
 void BPF_STRUCT_OPS(sisutil_runnable, struct task_struct *p, u64 enq_flags)
 {
 	wake_load_runnable(p);
+	wake_seen_runnable(p, enq_flags);
 	vt_runnable(p);
 }
 

@@ -734,6 +734,29 @@ static __always_inline bool ttwu_waking_cond(u64 feat, s32 wakee_cpu, bool allow
 }
 
 /*
+ * How the kernel activated a woken task, seen from ops.runnable (the
+ * counters wake_on_cpu, wake_spun, wake_list, wake_list_on_cpu).
+ * try_to_wake_up() fires sched_waking on the waker's CPU (@waking_cpu) and
+ * then, for a wakee still on its CPU (@on_cpu: p->on_cpu, dequeued), either
+ *   if (smp_load_acquire(&p->on_cpu) && ttwu_queue_wakelist(p, task_cpu(p), wake_flags))
+ *           goto unlock;                  the wake list, no select_task_rq()
+ *   smp_cond_load_acquire(&p->on_cpu, !VAL);      the waker waits ("spins")
+ * and after select_task_rq() ttwu_queue() may still use the wake list (another
+ * LLC, an idle CPU). A wake-list activation runs on the target CPU
+ * (sched_ttwu_pending()), any other on the waker's: ops.runnable on another
+ * CPU than @waking_cpu (@this_cpu) is a wake-list one. sched_ext's
+ * ttwu_queue_cond() refuses its tasks unless SCX_OPS_ALLOW_QUEUED_WAKEUP
+ * (6.15+, --allow-queued-wakeup), so without it every on-CPU wake-up spins.
+ */
+static __always_inline u32 ttwu_wake_path(bool on_cpu, s32 waking_cpu, s32 this_cpu)
+{
+	bool list = waking_cpu != this_cpu;
+
+	return (list ? WAKE_PATH_LIST : 0) |
+	       (on_cpu ? (list ? WAKE_PATH_LIST_ON_CPU : WAKE_PATH_SPUN) : 0);
+}
+
+/*
  * TTWU_QUEUE_DESCHED's hand-off in select_cpu: *@desched is what
  * sched_waking saw; it is consumed here (a later select_cpu without a
  * sched_waking before it must not reuse it). The activation happens on prev

@@ -101,9 +101,40 @@ int BPF_PROG(sisutil_waking, struct task_struct *p)
 {
 	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
 
-	if (tctx)
-		tctx->desched_wakeup = ttwu_queue_desched(p);
+	if (!tctx)
+		return 0;
+	tctx->desched_wakeup = ttwu_queue_desched(p);
+	/* for wake_seen_runnable(): where the waker is, and whether p is on its CPU */
+	tctx->waking_cpu = 1 + bpf_get_smp_processor_id();
+	tctx->waking_on_cpu = task_descheduling(p);
+	if (tctx->waking_on_cpu)
+		stat_inc(sis_cpu_llc(p->thread_info.cpu), STAT_WAKE_ON_CPU);
 	return 0;
+}
+
+/*
+ * ops.runnable of a wake-up sched_waking saw: how the kernel activated it
+ * (ttwu_wake_path(), sis.bpf.h), counted in the LLC of the CPU it is
+ * activated on.
+ */
+static void wake_seen_runnable(struct task_struct *p, u64 enq_flags)
+{
+	struct task_ctx *tctx = bpf_task_storage_get(&task_ctxs, p, 0, 0);
+	s32 this_cpu = bpf_get_smp_processor_id(), llc = sis_cpu_llc(this_cpu);
+	u32 path;
+
+	if (!tctx || !tctx->waking_cpu)
+		return;
+	if (enq_flags & SCX_ENQ_WAKEUP) {
+		path = ttwu_wake_path(tctx->waking_on_cpu, tctx->waking_cpu - 1, this_cpu);
+		if (path & WAKE_PATH_LIST)
+			stat_inc(llc, STAT_WAKE_LIST);
+		if (path & WAKE_PATH_LIST_ON_CPU)
+			stat_inc(llc, STAT_WAKE_LIST_ON_CPU);
+		if (path & WAKE_PATH_SPUN)
+			stat_inc(llc, STAT_WAKE_SPUN);
+	}
+	tctx->waking_cpu = 0;
 }
 
 /*

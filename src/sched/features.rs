@@ -229,6 +229,14 @@ pub fn apply<S: AsRef<str>>(mut word: u64, names: &[S]) -> Result<u64> {
 }
 
 /// `NAME on|off` lines, the kernel's features file spelled out.
+/// What `features` lists after the live features: the mode that is not one of them.
+pub const LOAD_TIME_NOTE: &str = "\
+load-time, not a feature (cannot switch live): --allow-queued-wakeup lets the kernel's
+TTWU_QUEUE wake list run for this scheduler's tasks (SCX_OPS_ALLOW_QUEUED_WAKEUP, 6.15+):
+TTWU_QUEUE_DESCHED's mechanism, plus the cross-LLC and idle-CPU wake list; whether the
+running scheduler has it: `scx_sisutil monitor` (allow_queued_wakeup)
+";
+
 pub fn describe(word: u64) -> String {
     FEATURES
         .iter()
@@ -726,7 +734,7 @@ pub fn features_main(
         eprintln!("note: {}", killed_ab_line(&r, cur));
     }
     if names.is_empty() && preset.is_none() {
-        print!("{}", describe(cur));
+        print!("{}{LOAD_TIME_NOTE}", describe(cur));
         return Ok(());
     }
     let new = apply(preset.map_or(cur, self::preset), names)?;

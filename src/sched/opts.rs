@@ -41,6 +41,16 @@ pub struct RunOpts {
     /// the feature itself switches live
     #[arg(long, default_value_t = DEFAULT_SHARD_CPUS, value_parser = clap::value_parser!(u32).range(1..=512))]
     pub shard_cpus: u32,
+    /// Let the kernel's TTWU_QUEUE wake list run for this scheduler's tasks
+    /// (SCX_OPS_ALLOW_QUEUED_WAKEUP, Linux 6.15+): a wakee still on its CPU is queued on
+    /// that CPU's wake list without ops.select_cpu, so the waker does not wait for it to
+    /// leave the CPU (TTWU_QUEUE_DESCHED's mechanism), and a wake-up to another LLC or to an
+    /// idle CPU is handed to that CPU (the rest of TTWU_QUEUE, beyond the patch). Fixed when
+    /// the scheduler attaches: it cannot switch live, and it changes which wake-ups reach
+    /// select_cpu (those are not searched or counted as searches). Counted in wake_list /
+    /// wake_spun. Refused on a kernel without it
+    #[arg(long)]
+    pub allow_queued_wakeup: bool,
     /// Also print statistics every SECS seconds while running
     #[arg(long, value_parser = stats::parse_interval)]
     pub stats: Option<f64>,

@@ -2,7 +2,7 @@
 //! Open, load and attach the BPF scheduler; the run loop (util/depth updates,
 //! stats requests); detach and clean up on Drop.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 use log::{debug, info, warn};
 use scx_stats::prelude::*;
@@ -43,6 +43,8 @@ pub struct Scheduler<'a> {
     last_fit: Option<Instant>,
     /// --prog-stats: read the programs' run-time statistics into each report
     prog_stats: bool,
+    /// loaded with SCX_OPS_ALLOW_QUEUED_WAKEUP (--allow-queued-wakeup)
+    allow_queued_wakeup: bool,
 }
 
 impl<'a> Scheduler<'a> {
@@ -89,6 +91,7 @@ impl<'a> Scheduler<'a> {
             fit: vec![],
             last_fit: None,
             prog_stats: opts.prog_stats,
+            allow_queued_wakeup: opts.allow_queued_wakeup,
         };
         sched.publish()?;
         info!(
@@ -141,7 +144,11 @@ impl<'a> Scheduler<'a> {
         }
         skel.struct_ops.sisutil_ops_mut().exit_dump_len = opts.exit_dump_len;
         skel.struct_ops.sisutil_ops_mut().flags = *scx_utils::compat::SCX_OPS_KEEP_BUILTIN_IDLE
-            | *scx_utils::compat::SCX_OPS_ENQ_MIGRATION_DISABLED;
+            | *scx_utils::compat::SCX_OPS_ENQ_MIGRATION_DISABLED
+            | queued_wakeup_flag(
+                opts.allow_queued_wakeup,
+                *scx_utils::compat::SCX_OPS_ALLOW_QUEUED_WAKEUP,
+            )?;
 
         let rodata = skel.maps.rodata_data.as_mut().context("no rodata")?;
         unsafe { copy_same_c_type(&*sis_topo, &mut rodata.topo) };
@@ -235,6 +242,7 @@ impl<'a> Scheduler<'a> {
             per_llc.push((c, cpus.len() as u64, util_sum, depth));
         }
         let mut m = Metrics::new(features::to_words(self.features()).join(" "), &per_llc);
+        m.allow_queued_wakeup = self.allow_queued_wakeup as u64;
         self.read_wait(&mut m);
         m.set_loader_cpu(process_cpu_ns(), monotonic_ns());
         if self.prog_stats {
@@ -298,5 +306,37 @@ impl Drop for Scheduler<'_> {
         crate::sched::sis_fit::unpin(&mut self.skel);
         let _ = std::fs::remove_dir(features::PIN_DIR);
         info!("scx_sisutil detached");
+    }
+}
+
+/// --allow-queued-wakeup's ops flag: the kernel's SCX_OPS_ALLOW_QUEUED_WAKEUP (`have`, 0 on a
+/// kernel without it: refused in one line), none when not asked for.
+fn queued_wakeup_flag(want: bool, have: u64) -> Result<u64> {
+    match (want, have) {
+        (false, _) => Ok(0),
+        (true, 0) => bail!(
+            "--allow-queued-wakeup: this kernel's sched_ext has no SCX_OPS_ALLOW_QUEUED_WAKEUP \
+             (Linux 6.15+); run without it"
+        ),
+        (true, f) => Ok(f),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::queued_wakeup_flag;
+
+    /// Asked for: the kernel's bit, or one line of refusal on a kernel without it; not asked
+    /// for: no bit, whatever the kernel has.
+    #[test]
+    fn queued_wakeup_flag_only_when_asked_and_there() {
+        assert_eq!(queued_wakeup_flag(false, 0x20).unwrap(), 0);
+        assert_eq!(queued_wakeup_flag(false, 0).unwrap(), 0);
+        assert_eq!(queued_wakeup_flag(true, 0x20).unwrap(), 0x20);
+        let e = queued_wakeup_flag(true, 0).unwrap_err().to_string();
+        assert!(
+            e.contains("SCX_OPS_ALLOW_QUEUED_WAKEUP") && !e.contains('\n'),
+            "{e}"
+        );
     }
 }

@@ -52,6 +52,8 @@ macro_rules! def_metrics {
                 #[stat(desc = $desc)]
                 pub $f: u64,
             )*
+            #[stat(desc = "1 when loaded with --allow-queued-wakeup (SCX_OPS_ALLOW_QUEUED_WAKEUP: the kernel's wake list runs for this scheduler's tasks; fixed at load, not a live feature), else 0")]
+            pub allow_queued_wakeup: u64,
             #[stat(desc = "per LLC")]
             pub llcs: BTreeMap<String, LlcMetrics>,
             #[stat(desc = "waits (runnable -> running) of tasks this scheduler ran")]
@@ -440,6 +442,19 @@ impl Metrics {
             w,
             "sched enqueue {} direct {} dispatch_llc {} steal {} kick {} (atomic {}) wake_affine {} recent {} smt {}",
             self.enqueue, self.direct, self.dispatch_llc, self.steal, self.kick, self.kick_atomic, self.wake_affine, self.recent, self.smt
+        )?;
+        writeln!(
+            w,
+            "ttwu wake_on_cpu {} spun {} wake_list {} (on_cpu {}) allow_queued_wakeup {}",
+            self.wake_on_cpu,
+            self.wake_spun,
+            self.wake_list,
+            self.wake_list_on_cpu,
+            if self.allow_queued_wakeup != 0 {
+                "on"
+            } else {
+                "off"
+            }
         )?;
         writeln!(
             w,

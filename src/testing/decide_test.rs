@@ -246,6 +246,36 @@ fn decide_ttwu_waking_is_this_cpu_for_the_wakee_cpu() {
     skel.maps.bss_data.as_mut().unwrap().nr_running = [1; MAX_CPUS];
 }
 
+/// ttwu_wake_path() (sis.bpf.h, ops.runnable): an activation on another CPU than the one
+/// sched_waking ran on came from that CPU's wake list; a wakee that was on its CPU either
+/// went there on the wake list (no select_task_rq()) or made the waker wait for on_cpu.
+#[test]
+fn decide_wake_path_by_the_activating_cpu() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let (list, on_cpu, spun) = (
+        bi::wake_path_WAKE_PATH_LIST,
+        bi::wake_path_WAKE_PATH_LIST_ON_CPU,
+        bi::wake_path_WAKE_PATH_SPUN,
+    );
+    // ((on_cpu at sched_waking, the waking CPU, the activating CPU), counters)
+    let cases = [
+        ((0, 2, 2), 0),             // activated by the waker
+        ((0, 2, 5), list),          // select_cpu, then ttwu_queue()'s wake list
+        ((1, 2, 2), spun),          // waited for on_cpu, then activated by the waker
+        ((1, 2, 3), list | on_cpu), // queued on the wakee's CPU, no select_cpu
+        ((1, 0, 1), list | on_cpu),
+        ((1, 1, 0), list | on_cpu),
+        ((0, 7, 0), list),
+    ];
+    let set = |skel: &mut Rig<'_>, (on_cpu, waking, this)| {
+        let d = io(skel);
+        (d.flag, d.cpu, d.this_cpu) = (on_cpu, waking, this);
+    };
+    let what = "(on_cpu, waking cpu, activating cpu)";
+    table(&mut skel, what, &cases, set, out!(test_wake_path));
+}
+
 /// take_kick() (kick.bpf.h, ops.dispatch's `kicked`): clears this CPU's kick-pending bit
 /// and only it, true when it was set. Clearing every other bit instead (`~bit` -> `bit`)
 /// leaves this CPU's set for ever (KICK_SKIP_REDUNDANT then skips it) and drops the

@@ -7,6 +7,7 @@
 #  - not root (run as nobody): the scheduler and `features NAME`;
 #  - invalid flags: --slice-us 0, --imbalance-pct 99, --interval-ms 0, --preset foo,
 #    --features BOGUS;
+#  - --allow-queued-wakeup on a kernel without SCX_OPS_ALLOW_QUEUED_WAKEUP (6.12);
 #  - a second instance while one runs: "another sched_ext scheduler is already running",
 #    and the first one keeps running.
 . "$(dirname "$0")/lib.sh"
@@ -62,6 +63,11 @@ out=$(grep -E '^(scx_sisutil: )?error:' /tmp/symlink.log || true)
 error_line "scx_sisutil with a symlinked pin directory" "$rc" "$out" "is a symlink"
 [ ! -e /tmp/elsewhere/features ] || fail "a map was pinned through the symlink"
 rm -f /sys/fs/bpf/scx_sisutil
+# --allow-queued-wakeup on 6.12, which has no SCX_OPS_ALLOW_QUEUED_WAKEUP (6.15+): refused
+# in one line, nothing attached.
+rc=0; timeout 60 scx_sisutil --allow-queued-wakeup >/tmp/aqw.log 2>&1 || rc=$?
+out=$(grep -E '^(scx_sisutil: )?error:' /tmp/aqw.log || true)
+error_line "scx_sisutil --allow-queued-wakeup" "$rc" "$out" "SCX_OPS_ALLOW_QUEUED_WAKEUP"
 out=$(scx_sisutil -V)
 grep -qE '^scx_sisutil [0-9]+\.[0-9]+\.[0-9]+(-g[0-9a-f]+)? ' <<<"$out" || fail "-V: $out"
 ok "-V prints the version with its build id: $out"

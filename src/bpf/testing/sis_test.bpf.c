@@ -132,6 +132,8 @@ DEC_OUT(test_take_kick, take_kick(io->cpu))
 DEC_OUT(test_wake_sync, wake_sync(io->flag, io->current_flags))
 /* TTWU_QUEUE_DESCHED's condition (sis.bpf.h) */
 DEC_OUT(test_ttwu_cond, ttwu_queue_cond_desched(io->this_cpu, io->cpu, io->flag))
+/* how a woken task was activated: on_cpu, the waking CPU, the activating CPU (sis.bpf.h) */
+DEC_OUT(test_wake_path, ttwu_wake_path(io->flag, io->cpu, io->this_cpu))
 /* the queue's decisions (queue.bpf.h) */
 DEC_OUT(test_newidle, newidle_skip_ipi(io->feat, io->cpu, io->flag))
 DEC_OUT(test_enqueue_rescue, enqueue_rescue(io->feat, io->flag))
