@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
 #
 # ttwu-wakelist.sh [SECS]   (guest side of tests/vm.rs ttwu_wakelist_7)
-# Seed 001's load, netperf UDP_STREAM on loopback (64-byte sends), under the scheduler loaded
+# Seed 001's load, netperf UDP_STREAM on loopback (64-byte sends, nproc/2 streams), under the scheduler loaded
 # twice: as by default, then with --allow-queued-wakeup (SCX_OPS_ALLOW_QUEUED_WAKEUP, 6.15+).
 # Per run, `monitor --json` over the load (REPORTS reports of SECS s) sums:
 #   wake_on_cpu       the wakee still on its CPU (in schedule(), dequeued) at sched_waking
@@ -20,6 +20,10 @@
 
 secs=${1:-3}
 readonly REPORTS=3
+# streams at once: one stream under TCG left 3-44 wakees on their CPU per run (the vCPUs
+# run in turn, so a wakee is rarely still on its CPU when woken); half the CPUs' worth
+# makes it common enough for the queued run's checks
+STREAMS=$(( $(nproc) / 2 ))
 # a wake-up's two halves may fall in two reports: at most one per CPU at each of the
 # REPORTS + 1 edges
 edge_slack=$(( $(nproc) * (REPORTS + 1) ))
@@ -27,14 +31,18 @@ netperf_setup
 
 # run NAME ARGS...: the scheduler with ARGS under netperf; the sums into /tmp/NAME.sums
 run() {
-  local name=$1 np; shift
+  local name=$1 i; shift
   sched_start "/tmp/sched-$name.log" "$@"
-  netperf -t UDP_STREAM -H 127.0.0.1 -l $(( secs * (REPORTS + 2) )) -- -m 64 > "/tmp/np-$name.out" 2>&1 &
-  np=$!
-  bg "$np"
+  np=()
+  for i in $(seq "$STREAMS"); do
+    netperf -t UDP_STREAM -H 127.0.0.1 -l $(( secs * (REPORTS + 2) )) -- -m 64 > "/tmp/np-$name-$i.out" 2>&1 &
+    np+=($!); bg $!
+  done
   sleep 1
   monitor_json "/tmp/$name.json" "$REPORTS" "$secs"
-  wait "$np" || fail "$name: netperf UDP_STREAM failed: $(tail -n 3 "/tmp/np-$name.out")"
+  for i in $(seq "$STREAMS"); do
+    wait "${np[i - 1]}" || fail "$name: netperf UDP_STREAM $i failed: $(tail -n 3 "/tmp/np-$name-$i.out")"
+  done
   jq -s -r '"\(map(.wake_on_cpu) | add) \(map(.wake_spun) | add) \(map(.wake_list) | add) \(map(.wake_list_on_cpu) | add) \(map(.hit_ttwu_queue_desched) | add) \(map(.search) | add) \(.[-1].allow_queued_wakeup)"' \
     "/tmp/$name.json" > "/tmp/$name.sums"
   read -r on spun list list_on hit search aqw < "/tmp/$name.sums"
