@@ -730,6 +730,26 @@ fn decide_kick_search_word_edges() {
     }
 }
 
+/// The search over an LLC that spans every mask word (CPUs 0-511, words 0-7): the walk
+/// from this_cpu + 1 passes the words after the start, then wraps to word 0 and goes on to
+/// the word before the start (for_each_cpu_wrap(): every CPU once). With the span's word
+/// count one too many (`nw = last - first + 2`, a generated mutant that survived, issue 35)
+/// the wrap lands one word early, word 7 is tested twice and the word before the start
+/// never.
+#[test]
+fn decide_kick_search_llc_of_every_word() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    set_topo(&mut skel, MAX_CPUS, |_| 0);
+    io(&mut skel).allowed = words(&(0..MAX_CPUS).collect::<Vec<_>>());
+    // from 201 (word 3): 201-511 passed (311), then 0-150 (151)
+    let k = kick(&mut skel, bit::KICK_WRAP_NEXT, 0, 200, &[150]);
+    assert_eq!((k.cpu, k.probed, k.first), (150, 311 + 151, 201));
+    // from the LLC's first CPU: no wrap, 0-150
+    let k = kick(&mut skel, 0, 0, 200, &[150]);
+    assert_eq!((k.cpu, k.probed, k.first), (150, 151, 0));
+}
+
 /// The enqueue's kick: the kernel leaves a wakee with no idle CPU found on target (only
 /// target is woken); the machine-wide search for an idle CPU to kick is the rescue the
 /// kernel lacks, taken only with its feature on and never for a pinned task.
