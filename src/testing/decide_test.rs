@@ -350,12 +350,15 @@ fn decide_ttwu_queue_desched_hand_off() {
         select(&mut skel, bit::TTWU_QUEUE_DESCHED, 1, &[2, 3]),
         (2, 2, 1, 0, 1 << 3)
     );
-    // the next select_cpu of this task, with no sched_waking in between: a normal wake-up
+    // the next select_cpu of this task, with no sched_waking in between: a normal wake-up,
+    // nothing claimed (sis_wake_begin(): the last wake-up's claim does not stay in the
+    // per-CPU scratch)
     let d = io(&mut skel);
     d.out_cpu = -99;
     d.out = 99;
     run!(skel, test_ttwu_select);
-    assert_eq!((io(&mut skel).out_cpu, io(&mut skel).desched), (-1, 0));
+    let d = io(&mut skel);
+    assert_eq!((d.out_cpu, d.desched, d.out as i32), (-1, 0, -1));
     // prev cannot be claimed: still prev, no search, but no hit
     assert_eq!(
         select(&mut skel, bit::TTWU_QUEUE_DESCHED, 1, &[3]),

@@ -192,7 +192,7 @@ int test_ttwu_select(struct dec_io *arg)
 	c->feat = io->feat;
 	c->this_cpu = io->this_cpu;
 	c->prev = io->cpu;
-	c->claimed = -1;
+	sis_wake_fresh(c);
 	sis_count_in(c, c->prev);
 	io->out_cpu = ttwu_desched_select(c, &io->desched);
 	io->out = c->claimed;
