@@ -453,6 +453,43 @@ fn decide_update_idle_accounts_idle_time() {
     assert_eq!(cc(&skel).2, 1_000_000);
 }
 
+/// SIS_PROP's state before a CPU's first idle period, as v6.6's sched_init() sets it
+/// (kernel/sched/core.c): `rq->avg_idle = 2*sysctl_sched_migration_cost`,
+/// `rq->max_idle_balance_cost = sysctl_sched_migration_cost`, `rq->wake_stamp = jiffies`,
+/// `rq->wake_avg_idle = rq->avg_idle`, with fair.c's sysctl_sched_migration_cost = 500000UL;
+/// then the first idle period moves avg_idle from there (update_avg(): 1/8 of the difference).
+/// ops.init writes it for every CPU (cpu_ctx_init(), ctx.bpf.h).
+#[test]
+fn decide_sis_prop_starts_as_sched_init() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let cc = |skel: &Rig<'_>| {
+        let c = &skel.maps.bss_data.as_ref().unwrap().cpu_ctxs[2];
+        (
+            c.max_idle_balance_cost,
+            c.avg_idle,
+            c.wake_avg_idle,
+            c.wake_stamp,
+        )
+    };
+    {
+        let c = &mut skel.maps.bss_data.as_mut().unwrap().cpu_ctxs[2];
+        (
+            c.max_idle_balance_cost,
+            c.avg_idle,
+            c.wake_avg_idle,
+            c.wake_stamp,
+        ) = (7, 7, 7, 7);
+    }
+    (io(&mut skel).cpu, io(&mut skel).jiffies) = (2, 4242);
+    run!(skel, test_prop_init);
+    assert_eq!(cc(&skel), (500_000, 1_000_000, 1_000_000, 4242));
+    // 40 us idle: 1_000_000 + (40_000 - 1_000_000) / 8 = 880_000; wake_avg_idle half of it
+    idle_update(&mut skel, 0, 2, true, 10_000);
+    idle_update(&mut skel, 0, 2, false, 50_000);
+    assert_eq!(cc(&skel), (500_000, 880_000, 440_000, 50));
+}
+
 /// __update_idle_core(), from ops.update_idle: a CPU going idle sets its LLC's
 /// has_idle_cores only when every other thread of its core is idle.
 #[test]

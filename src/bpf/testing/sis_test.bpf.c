@@ -157,6 +157,16 @@ int idle_test(struct dec_io *arg)
 	return dec_out(arg);
 }
 
+/* sched_init()'s SIS_PROP state (sis_prop_init()) in cpu_ctxs[io->cpu] at io->jiffies */
+SEC("syscall")
+int test_prop_init(struct dec_io *arg)
+{
+	struct dec_io *io = dec_in(arg);
+
+	sis_prop_init(&cpu_ctxs[io->cpu & (MAX_CPUS - 1)], io->jiffies);
+	return dec_out(arg);
+}
+
 /* TTWU_QUEUE_DESCHED's decision at sched_waking on CPU io->this_cpu under io->feat,
  * for a wakee descheduling on io->cpu (allowed there: io->flag) */
 SEC("syscall")
