@@ -490,6 +490,48 @@ fn decide_sis_prop_starts_as_sched_init() {
     assert_eq!(cc(&skel), (500_000, 880_000, 440_000, 50));
 }
 
+/// The LLC clock V (vt_advance(), vtime.bpf.h): a run of delta ns on the LLC advances V by
+/// delta * 100 * VT_SCALE (256) / W, and a rate window of at least VT_RATE_NS (50 ms)
+/// closes with the wait guard set to V's advance over VT_GUARD_NS (200 ms) at that
+/// window's rate. Two nice-0 tasks (W 200), one running 50 ms: V += 6.4e9 in the window,
+/// 25.6e9 per 200 ms. The code's integer form (the window in us, + 1, the quotient
+/// truncated) may lose 0.01 % of it; the window counted in units of 1.001 us (`/ 1001`, a
+/// generated mutant that survived, issue 35) gains 0.1 %.
+#[test]
+fn decide_vt_clock_rate_sets_the_guard() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let t0 = 1_000_000_000;
+    {
+        let l = &mut skel.maps.bss_data.as_mut().unwrap().llc_vtimes[1];
+        (l.vclock, l.load, l.rate_t, l.rate_v, l.guard) = (0, 200, t0, 0, 0);
+    }
+    let lv = |skel: &Rig<'_>| {
+        let l = &skel.maps.bss_data.as_ref().unwrap().llc_vtimes[1];
+        (l.vclock, l.rate_t, l.rate_v, l.guard)
+    };
+    let advance = |skel: &mut Rig<'_>, delta: u64, now: u64| {
+        let d = io(skel);
+        (d.llc, d.flag, d.delta, d.now) = (1, 100, delta, now);
+        run!(skel, test_vt_advance);
+    };
+    // 10 ms into the window: V moves by 1.28e9, the window stays open
+    advance(&mut skel, 10_000_000, t0 + 10_000_000);
+    assert_eq!(lv(&skel), (1_280_000_000, t0, 0, 0));
+    // 40 ms more, at t0 + 50 ms: the window closes at V = 6.4e9
+    advance(&mut skel, 40_000_000, t0 + 50_000_000);
+    let (v, rate_t, rate_v, guard) = lv(&skel);
+    assert_eq!(
+        (v, rate_t, rate_v),
+        (6_400_000_000, t0 + 50_000_000, 6_400_000_000)
+    );
+    let exact = 25_600_000_000u64;
+    assert!(
+        guard.abs_diff(exact) <= exact / 10_000,
+        "guard {guard}: V's advance over 200 ms at the window's rate is {exact}"
+    );
+}
+
 /// __update_idle_core(), from ops.update_idle: a CPU going idle sets its LLC's
 /// has_idle_cores only when every other thread of its core is idle.
 #[test]
