@@ -466,28 +466,26 @@ fn decide_sis_prop_starts_as_sched_init() {
     let cc = |skel: &Rig<'_>| {
         let c = &skel.maps.bss_data.as_ref().unwrap().cpu_ctxs[2];
         (
-            c.max_idle_balance_cost,
-            c.avg_idle,
-            c.wake_avg_idle,
+            [c.max_idle_balance_cost, c.avg_idle, c.wake_avg_idle],
             c.wake_stamp,
         )
     };
     {
         let c = &mut skel.maps.bss_data.as_mut().unwrap().cpu_ctxs[2];
-        (
+        [
             c.max_idle_balance_cost,
             c.avg_idle,
             c.wake_avg_idle,
             c.wake_stamp,
-        ) = (7, 7, 7, 7);
+        ] = [7; 4];
     }
     (io(&mut skel).cpu, io(&mut skel).jiffies) = (2, 4242);
     run!(skel, test_prop_init);
-    assert_eq!(cc(&skel), (500_000, 1_000_000, 1_000_000, 4242));
+    assert_eq!(cc(&skel), ([500_000, 1_000_000, 1_000_000], 4242));
     // 40 us idle: 1_000_000 + (40_000 - 1_000_000) / 8 = 880_000; wake_avg_idle half of it
     idle_update(&mut skel, 0, 2, true, 10_000);
     idle_update(&mut skel, 0, 2, false, 50_000);
-    assert_eq!(cc(&skel), (500_000, 880_000, 440_000, 50));
+    assert_eq!(cc(&skel), ([500_000, 880_000, 440_000], 50));
 }
 
 /// The LLC clock V (vt_advance(), vtime.bpf.h): a run of delta ns on the LLC advances V by
