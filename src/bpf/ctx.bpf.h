@@ -10,6 +10,7 @@
 #include <scx/common.bpf.h>
 #include "intf.h"
 #include "sis_ctx.bpf.h"
+#include "sis.bpf.h"	/* sis_prop_init() */
 
 #ifndef PF_KTHREAD
 #define PF_KTHREAD	0x00200000	/* include/linux/sched.h */
@@ -102,7 +103,7 @@ static void wake_allowed(struct sis_ctx *c, const struct cpumask *mask, u32 nr_a
 	copy_allowed(c, mask);
 }
 
-/* ops.init: sched_init(): avg_idle = 2 * migration cost, wake_avg_idle = avg_idle */
+/* ops.init: the possible CPUs; each CPU's SIS_PROP state as sched_init() sets it */
 static void cpu_ctx_init(void)
 {
 	const struct cpumask *possible = scx_bpf_get_possible_cpumask();
@@ -123,10 +124,7 @@ static void cpu_ctx_init(void)
 
 		if (l >= sis_topo()->nr_cpu_ids || !cc)
 			break;
-		cc->max_idle_balance_cost = SIS_PROP_MAX_IDLE_BALANCE_COST;
-		cc->avg_idle = 2 * SIS_PROP_MAX_IDLE_BALANCE_COST;
-		cc->wake_avg_idle = cc->avg_idle;
-		cc->wake_stamp = bpf_jiffies64();
+		sis_prop_init(cc, bpf_jiffies64());
 	}
 }
 

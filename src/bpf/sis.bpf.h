@@ -301,6 +301,21 @@ static void sis_prop_account(struct sis_ctx *c, u32 probes)
 }
 
 /*
+ * sched_init() (v6.6), a CPU's SIS_PROP state before its first idle period:
+ *   rq->avg_idle = 2*sysctl_sched_migration_cost;
+ *   rq->max_idle_balance_cost = sysctl_sched_migration_cost;
+ *   rq->wake_stamp = jiffies; rq->wake_avg_idle = rq->avg_idle;
+ * (sysctl_sched_migration_cost: SIS_PROP_MAX_IDLE_BALANCE_COST, intf.h)
+ */
+static __always_inline void sis_prop_init(struct cpu_ctx *cc, u64 jiffies)
+{
+	cc->max_idle_balance_cost = SIS_PROP_MAX_IDLE_BALANCE_COST;
+	cc->avg_idle = 2 * SIS_PROP_MAX_IDLE_BALANCE_COST;
+	cc->wake_avg_idle = cc->avg_idle;
+	cc->wake_stamp = jiffies;
+}
+
+/*
  * ttwu_do_activate() (v6.6) when the CPU leaves idle (rq->idle_stamp set):
  *   update_avg(&avg_idle, now - idle_stamp); avg_idle <= 2 * max_idle_balance_cost
  *   wake_stamp = jiffies; wake_avg_idle = avg_idle / 2

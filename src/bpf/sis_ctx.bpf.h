@@ -270,6 +270,17 @@ static __always_inline void sis_count_in(struct sis_ctx *c, s32 cpu)
 	c->stats_llc = llc < 0 ? 0 : llc;
 }
 
+/*
+ * A wake-up's context before its decision (ops.select_cpu, wake.bpf.h; the host objects'
+ * wake-ups, synth_wake_setup()): nothing claimed and no scan recorded yet. The context is
+ * a per-CPU scratch that holds the last wake-up's.
+ */
+static __always_inline void sis_wake_fresh(struct sis_ctx *c)
+{
+	c->claimed = -1;
+	c->calib_target = -1;
+}
+
 static __always_inline void sis_inc(struct sis_ctx *c, u32 stat)
 {
 	struct sis_counters *sc = sis_stats_row(&c->stats_llc);

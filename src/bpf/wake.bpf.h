@@ -209,8 +209,7 @@ static s32 wake_select_cpu(struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 	c->feat = features();
 	c->this_cpu = bpf_get_smp_processor_id();
 	c->prev = prev_cpu;
-	c->claimed = -1;
-	c->calib_target = -1;
+	sis_wake_fresh(c);
 	c->wakee_id = p->pid;
 	c->wakee_load = tctx->load.avg;
 	/* is_per_cpu_kthread(current); in_task() is taken as true (DESIGN.md) */

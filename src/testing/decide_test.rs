@@ -380,12 +380,15 @@ fn decide_ttwu_queue_desched_hand_off() {
         select(&mut skel, bit::TTWU_QUEUE_DESCHED, 1, &[2, 3]),
         (2, 2, 1, 0, 1 << 3)
     );
-    // the next select_cpu of this task, with no sched_waking in between: a normal wake-up
+    // the next select_cpu of this task, with no sched_waking in between: a normal wake-up,
+    // nothing claimed (sis_wake_begin(): the last wake-up's claim does not stay in the
+    // per-CPU scratch)
     let d = io(&mut skel);
     d.out_cpu = -99;
     d.out = 99;
     run!(skel, test_ttwu_select);
-    assert_eq!((io(&mut skel).out_cpu, io(&mut skel).desched), (-1, 0));
+    let d = io(&mut skel);
+    assert_eq!((d.out_cpu, d.desched, d.out as i32), (-1, 0, -1));
     // prev cannot be claimed: still prev, no search, but no hit
     assert_eq!(
         select(&mut skel, bit::TTWU_QUEUE_DESCHED, 1, &[3]),
@@ -478,6 +481,83 @@ fn decide_update_idle_accounts_idle_time() {
     idle_update(&mut skel, 0, 1, true, 1_000_000);
     idle_update(&mut skel, 0, 1, false, 1_000_000_000);
     assert_eq!(cc(&skel).2, 1_000_000);
+}
+
+/// SIS_PROP's state before a CPU's first idle period, as v6.6's sched_init() sets it
+/// (kernel/sched/core.c): `rq->avg_idle = 2*sysctl_sched_migration_cost`,
+/// `rq->max_idle_balance_cost = sysctl_sched_migration_cost`, `rq->wake_stamp = jiffies`,
+/// `rq->wake_avg_idle = rq->avg_idle`, with fair.c's sysctl_sched_migration_cost = 500000UL;
+/// then the first idle period moves avg_idle from there (update_avg(): 1/8 of the difference).
+/// ops.init writes it for every CPU (cpu_ctx_init(), ctx.bpf.h).
+#[test]
+fn decide_sis_prop_starts_as_sched_init() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let cc = |skel: &Rig<'_>| {
+        let c = &skel.maps.bss_data.as_ref().unwrap().cpu_ctxs[2];
+        (
+            [c.max_idle_balance_cost, c.avg_idle, c.wake_avg_idle],
+            c.wake_stamp,
+        )
+    };
+    {
+        let c = &mut skel.maps.bss_data.as_mut().unwrap().cpu_ctxs[2];
+        [
+            c.max_idle_balance_cost,
+            c.avg_idle,
+            c.wake_avg_idle,
+            c.wake_stamp,
+        ] = [7; 4];
+    }
+    (io(&mut skel).cpu, io(&mut skel).jiffies) = (2, 4242);
+    run!(skel, test_prop_init);
+    assert_eq!(cc(&skel), ([500_000, 1_000_000, 1_000_000], 4242));
+    // 40 us idle: 1_000_000 + (40_000 - 1_000_000) / 8 = 880_000; wake_avg_idle half of it
+    idle_update(&mut skel, 0, 2, true, 10_000);
+    idle_update(&mut skel, 0, 2, false, 50_000);
+    assert_eq!(cc(&skel), ([500_000, 880_000, 440_000], 50));
+}
+
+/// The LLC clock V (vt_advance(), vtime.bpf.h): a run of delta ns on the LLC advances V by
+/// delta * 100 * VT_SCALE (256) / W, and a rate window of at least VT_RATE_NS (50 ms)
+/// closes with the wait guard set to V's advance over VT_GUARD_NS (200 ms) at that
+/// window's rate. Two nice-0 tasks (W 200), one running 50 ms: V += 6.4e9 in the window,
+/// 25.6e9 per 200 ms. The code's integer form (the window in us, + 1, the quotient
+/// truncated) may lose 0.01 % of it; the window counted in units of 1.001 us (`/ 1001`, a
+/// generated mutant that survived, issue 35) gains 0.1 %.
+#[test]
+fn decide_vt_clock_rate_sets_the_guard() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    let t0 = 1_000_000_000;
+    {
+        let l = &mut skel.maps.bss_data.as_mut().unwrap().llc_vtimes[1];
+        (l.vclock, l.load, l.rate_t, l.rate_v, l.guard) = (0, 200, t0, 0, 0);
+    }
+    let lv = |skel: &Rig<'_>| {
+        let l = &skel.maps.bss_data.as_ref().unwrap().llc_vtimes[1];
+        (l.vclock, l.rate_t, l.rate_v, l.guard)
+    };
+    let advance = |skel: &mut Rig<'_>, delta: u64, now: u64| {
+        let d = io(skel);
+        (d.llc, d.flag, d.delta, d.now) = (1, 100, delta, now);
+        run!(skel, test_vt_advance);
+    };
+    // 10 ms into the window: V moves by 1.28e9, the window stays open
+    advance(&mut skel, 10_000_000, t0 + 10_000_000);
+    assert_eq!(lv(&skel), (1_280_000_000, t0, 0, 0));
+    // 40 ms more, at t0 + 50 ms: the window closes at V = 6.4e9
+    advance(&mut skel, 40_000_000, t0 + 50_000_000);
+    let (v, rate_t, rate_v, guard) = lv(&skel);
+    assert_eq!(
+        (v, rate_t, rate_v),
+        (6_400_000_000, t0 + 50_000_000, 6_400_000_000)
+    );
+    let exact = 25_600_000_000u64;
+    assert!(
+        guard.abs_diff(exact) <= exact / 10_000,
+        "guard {guard}: V's advance over 200 ms at the window's rate is {exact}"
+    );
 }
 
 /// __update_idle_core(), from ops.update_idle: a CPU going idle sets its LLC's
@@ -758,6 +838,26 @@ fn decide_kick_search_word_edges() {
             "feat {feat:#x} this_cpu {this} idle {idle:?}"
         );
     }
+}
+
+/// The search over an LLC that spans every mask word (CPUs 0-511, words 0-7): the walk
+/// from this_cpu + 1 passes the words after the start, then wraps to word 0 and goes on to
+/// the word before the start (for_each_cpu_wrap(): every CPU once). With the span's word
+/// count one too many (`nw = last - first + 2`, a generated mutant that survived, issue 35)
+/// the wrap lands one word early, word 7 is tested twice and the word before the start
+/// never.
+#[test]
+fn decide_kick_search_llc_of_every_word() {
+    let mut obj = MaybeUninit::uninit();
+    let mut skel = machine(&mut obj);
+    set_topo(&mut skel, MAX_CPUS, |_| 0);
+    io(&mut skel).allowed = words(&(0..MAX_CPUS).collect::<Vec<_>>());
+    // from 201 (word 3): 201-511 passed (311), then 0-150 (151)
+    let k = kick(&mut skel, bit::KICK_WRAP_NEXT, 0, 200, &[150]);
+    assert_eq!((k.cpu, k.probed, k.first), (150, 311 + 151, 201));
+    // from the LLC's first CPU: no wrap, 0-150
+    let k = kick(&mut skel, 0, 0, 200, &[150]);
+    assert_eq!((k.cpu, k.probed, k.first), (150, 151, 0));
 }
 
 /// The enqueue's kick: the kernel leaves a wakee with no idle CPU found on target (only

@@ -21,6 +21,11 @@
 #include "steal.bpf.h"
 #include "queue.bpf.h"
 #include "wait_hist.bpf.h"
+/* vtime.bpf.h's callbacks are sched_ext's, never run here (unused): its clock is */
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wunused-function"
+#include "vtime.bpf.h"
+#pragma clang diagnostic pop
 
 char _license[] SEC("license") = "GPL";
 
@@ -159,6 +164,16 @@ int idle_test(struct dec_io *arg)
 	return dec_out(arg);
 }
 
+/* sched_init()'s SIS_PROP state (sis_prop_init()) in cpu_ctxs[io->cpu] at io->jiffies */
+SEC("syscall")
+int test_prop_init(struct dec_io *arg)
+{
+	struct dec_io *io = dec_in(arg);
+
+	sis_prop_init(&cpu_ctxs[io->cpu & (MAX_CPUS - 1)], io->jiffies);
+	return dec_out(arg);
+}
+
 /* TTWU_QUEUE_DESCHED's decision at sched_waking on CPU io->this_cpu under io->feat,
  * for a wakee descheduling on io->cpu (allowed there: io->flag) */
 SEC("syscall")
@@ -194,7 +209,7 @@ int test_ttwu_select(struct dec_io *arg)
 	c->feat = io->feat;
 	c->this_cpu = io->this_cpu;
 	c->prev = io->cpu;
-	c->claimed = -1;
+	sis_wake_fresh(c);
 	sis_count_in(c, c->prev);
 	io->out_cpu = ttwu_desched_select(c, &io->desched);
 	io->out = c->claimed;
@@ -324,6 +339,20 @@ int test_wait_bucket(struct wait_bucket_io *arg)
 		io->idx[i & 63] = wait_bucket(io->ns[i & 63]);
 	__builtin_memcpy(arg, io, sizeof(*io));
 	return 0;
+}
+
+/*
+ * The LLC clock (vtime.bpf.h): vt_advance() of LLC io->llc for a run of io->delta ns by a
+ * task of weight io->flag, ending at io->now, on llc_vtimes as the test set it (the
+ * scheduler's per-LLC state, .bss here as there).
+ */
+SEC("syscall")
+int test_vt_advance(struct dec_io *arg)
+{
+	struct dec_io *io = dec_in(arg);
+
+	vt_advance(io->llc, io->delta, io->flag, io->now);
+	return dec_out(arg);
 }
 
 /*

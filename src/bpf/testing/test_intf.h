@@ -34,6 +34,7 @@ struct dec_io {
 	u32 current_flags;	/* wake_sync: current->flags */
 	u64 now;		/* idle_update, idle_test: ns */
 	u64 jiffies;
+	u64 delta;		/* test_vt_advance: the run's length (ns) */
 	u64 allowed[MAX_CPUS / 64];	/* kick_search: p->cpus_ptr */
 	/* out */
 	s32 out_cpu;

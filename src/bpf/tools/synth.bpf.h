@@ -217,8 +217,7 @@ static __always_inline void synth_wake_setup(struct sis_test_args *a, struct sis
 	c->this_cpu = a->this_cpu;
 	c->prev = a->prev;
 	sis_count_in(c, a->prev);
-	c->claimed = -1;
-	c->calib_target = -1;
+	sis_wake_fresh(c);
 	c->wakee_id = a->wakee_id;
 	c->pcpu_kthread = a->pcpu_kthread;
 	c->waker_load = a->waker_load;
