@@ -2017,6 +2017,14 @@ mod tests {
             .unwrap()
     }
 
+    /// A sync wake-up on 2 LLCs with SMT, every CPU busy: the waker on 0 (load 2048), prev 4;
+    /// `chosen` the kernel's CPU.
+    fn sync_all_busy(chosen: i32) -> (Box<bi::sis_topo>, Rec) {
+        let mut r = rec(0, 4, &[], 4, chosen, 8);
+        (r.sync, r.this_load) = (1, 2048);
+        (topo(2, 2, 2), r)
+    }
+
     fn analyse_one(t: &bi::sis_topo, r: Rec) -> Analysis {
         analyse(
             &[r],
@@ -2357,22 +2365,16 @@ mod tests {
     /// record without exit reads (an older recording) is compared as before.
     #[test]
     fn shadow_racy_wake_affine_inputs() {
-        // 2 LLCs with SMT, every CPU busy; the waker on 0 alone, sync: pulls to 0
-        let t = topo(2, 2, 2);
-        let mut r = rec(0, 4, &[], 4, 4, 8);
-        r.this_load = 2048;
-        r.sync = 1;
+        // the waker on 0 alone, sync: pulls to 0 (the kernel chose prev 4)
+        let (t, r) = sync_all_busy(4);
         let o = analyse_one(&t, r);
         assert_eq!((o.compared, o.agreed), (1, 0), "{o:?}");
         // at exit two tasks on this_rq: the port's answer on the exit state is prev
         let mut x = r;
         x.wa_exit_read = 1;
-        x.this_nr_running_exit = 2;
-        x.this_nr_delayed_exit = 0;
-        x.this_load_exit = r.this_load;
-        x.prev_load_exit = r.prev_load;
-        x.wakee_load_exit = r.wakee_load;
-        x.waker_load_exit = r.waker_load;
+        (x.this_nr_running_exit, x.this_nr_delayed_exit) = (2, 0);
+        (x.this_load_exit, x.prev_load_exit) = (r.this_load, r.prev_load);
+        (x.wakee_load_exit, x.waker_load_exit) = (r.wakee_load, r.waker_load);
         let o = analyse_one(&t, x);
         assert_eq!((o.compared, o.racy), (0, 1), "{o:?}");
         // the same inputs at exit: compared
