@@ -374,14 +374,26 @@ fn the_feature_bit_scan_sees_raw_tests() {
         r("return (feat & FEAT_WAKE_RESCUE) && !pinned;"),
         ["return (feat & FEAT_WAKE_RESCUE) && !pinned;"]
     );
-    assert_eq!(r("if (!(features() & FEAT_X) || y)").len(), 1);
-    assert_eq!(r("if (feat_on(features() & FEAT_X, FEAT_Y))").len(), 1);
-    assert_eq!(r("if (feat_on(feat, FEAT_Y) && (feat & FEAT_Z))").len(), 1);
-    assert!(r("if (!feat_on(features(), FEAT_X) || y)").is_empty());
-    assert!(r("if (sis_feat(c, FEAT_SIS_UTIL)) {").is_empty());
-    assert!(r("/* (feat & FEAT_X) */ x = 1; // feat & FEAT_Y").is_empty());
-    assert!(r("/*\n * feat & FEAT_X\n */").is_empty());
-    assert!(r("u64 SIS_FEAT_X = 1;").is_empty());
+    scan_finds(
+        r,
+        &[
+            ("if (!(features() & FEAT_X) || y)", 1),
+            ("if (feat_on(features() & FEAT_X, FEAT_Y))", 1),
+            ("if (feat_on(feat, FEAT_Y) && (feat & FEAT_Z))", 1),
+            ("if (!feat_on(features(), FEAT_X) || y)", 0),
+            ("if (sis_feat(c, FEAT_SIS_UTIL)) {", 0),
+            ("/* (feat & FEAT_X) */ x = 1; // feat & FEAT_Y", 0),
+            ("/*\n * feat & FEAT_X\n */", 0),
+            ("u64 SIS_FEAT_X = 1;", 0),
+        ],
+    );
+}
+
+/// A scan's mutation check: `scan` finds in each text of `cases` the number beside it.
+fn scan_finds(scan: impl Fn(&str) -> Vec<String>, cases: &[(&str, usize)]) {
+    for &(text, n) in cases {
+        assert_eq!(scan(text).len(), n, "{text:?}: {:?}", scan(text));
+    }
 }
 
 /// What `scan` finds in the text of each of `files`, each line led by the file's path.
@@ -501,16 +513,20 @@ fn every_rust_feature_bit_is_named_through_features_bit() {
 /// The mutation check of the feature-bit scan.
 #[test]
 fn the_feature_bit_number_scan_sees_numbers() {
-    let r = |t: &str| raw_feature_bits(&rust_code(t));
-    assert_eq!(r("        d.feat = 0x10;").len(), 1);
-    assert_eq!(r("features: 256,").len(), 1);
-    assert_eq!(r("let w = feat_word | 1 << 8;").len(), 1);
-    assert_eq!(r("assert_eq!(FEATURES[4].bit, 256);").len(), 1);
-    assert_eq!(r("let b = bi::sis_feature_FEAT_SIS_UTIL as u64;").len(), 1);
-    assert!(r("d.feat = bit::SIS_UTIL | bit::SIS_CORE;").is_empty());
-    assert!(r("d.feat = 0; let features = preset(p);").is_empty());
-    assert!(r("// feat = 0x10").is_empty());
-    assert!(r("let words = 4;").is_empty());
+    scan_finds(
+        |t| raw_feature_bits(&rust_code(t)),
+        &[
+            ("        d.feat = 0x10;", 1),
+            ("features: 256,", 1),
+            ("let w = feat_word | 1 << 8;", 1),
+            ("assert_eq!(FEATURES[4].bit, 256);", 1),
+            ("let b = bi::sis_feature_FEAT_SIS_UTIL as u64;", 1),
+            ("d.feat = bit::SIS_UTIL | bit::SIS_CORE;", 0),
+            ("d.feat = 0; let features = preset(p);", 0),
+            ("// feat = 0x10", 0),
+            ("let words = 4;", 0),
+        ],
+    );
 }
 
 /// The preprocessor conditionals of C `text` that switch code: every `#if`, `#ifdef`,
