@@ -759,10 +759,34 @@ fn every_object_includes_interface_then_implementation_then_users() {
     assert_none(&bad, "include order");
 }
 
+/// The features of `feats` (`FEAT_NAME`) not decided in exactly one of `files` (path, code
+/// without comments): a BPF file names the bit `FEAT_NAME`, a loader file `bit::NAME`.
+fn misplaced_features(feats: &[String], files: &[(String, String)]) -> Vec<String> {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let names = |c: &str, name: &str| {
+        c.match_indices(name)
+            .any(|(i, _)| !c[..i].ends_with(is_ident) && !c[i + name.len()..].starts_with(is_ident))
+    };
+    let mut bad = vec![];
+    for feat in feats {
+        let rust = format!("bit::{}", feat.strip_prefix("FEAT_").unwrap());
+        let at: Vec<&str> = files
+            .iter()
+            .filter(|(p, c)| names(c, if p.ends_with(".rs") { &rust } else { feat }))
+            .map(|(p, _)| p.as_str())
+            .collect();
+        if at.len() != 1 {
+            bad.push(format!("{feat}: {at:?}"));
+        }
+    }
+    bad
+}
+
 /// The rule of where a decision lives (docs/DESIGN.md): each feature's bit is tested in one
-/// production BPF file, the one named for its component.
+/// production file, the one named for its component: a BPF component, or the loader's depth
+/// (src/sched/sis_util_depth.rs) for the features that change the depth it writes.
 #[test]
-fn every_feature_is_decided_in_one_bpf_file() {
+fn every_feature_is_decided_in_one_file() {
     let intf = std::fs::read_to_string(root().join("src/bpf/intf.h")).unwrap();
     let feats: Vec<String> = c_code(&intf)
         .lines()
@@ -775,28 +799,59 @@ fn every_feature_is_decided_in_one_bpf_file() {
         .map(|n| format!("FEAT_{n}"))
         .collect();
     assert!(feats.len() >= 10, "{feats:?}");
-    let code: Vec<(String, String)> = bpf_production()
+    let mut code: Vec<(String, String)> = bpf_production()
         .iter()
         .filter(|f| !f.ends_with("intf.h"))
         .map(|f| (rel(f), c_code(&std::fs::read_to_string(f).unwrap())))
         .collect();
-    let mut bad = vec![];
-    for name in &feats {
-        let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
-        let at: Vec<&str> = code
+    // the loader: the scheduler's Rust files, their unit tests left out
+    code.extend(
+        files(&root().join("src/sched"), ".rs")
             .iter()
-            .filter(|(_, c)| {
-                c.match_indices(name.as_str()).any(|(i, _)| {
-                    !c[..i].ends_with(is_ident) && !c[i + name.len()..].starts_with(is_ident)
-                })
-            })
-            .map(|(p, _)| p.as_str())
+            .map(|f| production_code(f)),
+    );
+    assert_none(
+        &misplaced_features(&feats, &code),
+        "a feature decided in no file or in several",
+    );
+}
+
+/// The mutation check of the decision scan: a feature tested in a second file, or in none,
+/// is seen; a longer name, another path's `bit`, or a Rust file's `FEAT_` name are not.
+#[test]
+fn the_decision_scan_sees_a_feature_in_two_files() {
+    let f = |files: &[(&str, &str)]| {
+        let files: Vec<(String, String)> = files
+            .iter()
+            .map(|(p, c)| (p.to_string(), c.to_string()))
             .collect();
-        if at.len() > 1 {
-            bad.push(format!("{name}: {at:?}"));
-        }
-    }
-    assert_none(&bad, "a feature decided in several files");
+        misplaced_features(&["FEAT_X".to_string()], &files).len()
+    };
+    assert_eq!(f(&[("a.bpf.h", "feat_on(w, FEAT_X)")]), 0);
+    assert_eq!(
+        f(&[("a.bpf.h", "feat_on(w, FEAT_X)"), ("b.bpf.h", "w & FEAT_X")]),
+        1
+    );
+    assert_eq!(
+        f(&[
+            ("a.bpf.h", "feat_on(w, FEAT_X)"),
+            ("l.rs", "w & bit::X != 0")
+        ]),
+        1
+    );
+    assert_eq!(f(&[("l.rs", "w & bit::X != 0")]), 0);
+    assert_eq!(f(&[("a.bpf.h", "feat_on(w, FEAT_XY)")]), 1);
+    assert_eq!(
+        f(&[
+            ("l.rs", "w & bit::X != 0"),
+            ("m.rs", "FEAT_X; features::bit::X")
+        ]),
+        1
+    );
+    assert_eq!(
+        f(&[("l.rs", "w & bit::X != 0"), ("m.rs", "bit::XY | my_bit::X")]),
+        0
+    );
 }
 
 /// The top-level variables C `code` (comments stripped) defines, by name.
