@@ -854,6 +854,150 @@ fn the_decision_scan_sees_a_feature_in_two_files() {
     );
 }
 
+/// The lines of C `text`'s enums that hold a member with a comment after it (a member's
+/// comment goes above it, as the kernel writes them and build.rs reads intf.h's).
+fn member_comments_after(text: &str) -> Vec<String> {
+    let mut in_enum = false;
+    let mut bad = vec![];
+    for t in text.lines().map(str::trim) {
+        if t.starts_with("enum ") && t.ends_with('{') {
+            in_enum = true;
+        } else if t.starts_with("};") {
+            in_enum = false;
+        } else if in_enum
+            && !t.starts_with("/*")
+            && !t.starts_with('*')
+            && (t.contains("/*") || t.contains("//"))
+        {
+            bad.push(t.to_string());
+        }
+    }
+    bad
+}
+
+/// The headers shared with Rust (intf.h, tool_intf.h, test_intf.h) comment each enum member
+/// above it.
+#[test]
+fn shared_headers_comment_enum_members_above_them() {
+    let intf = std::fs::read_to_string(root().join("src/bpf/intf.h")).unwrap();
+    assert!(intf.matches("enum ").count() >= 5);
+    let mut bad = vec![];
+    for h in ["intf.h", "tools/tool_intf.h", "testing/test_intf.h"] {
+        let text = std::fs::read_to_string(root().join("src/bpf").join(h)).unwrap();
+        bad.extend(
+            member_comments_after(&text)
+                .iter()
+                .map(|l| format!("{h}: {l}")),
+        );
+    }
+    assert_none(&bad, "an enum member with its comment after it");
+}
+
+/// The mutation check of the member-comment scan: a comment after a member is seen, one
+/// above it, a continued comment and a struct field's are not.
+#[test]
+fn the_member_comment_scan_sees_a_comment_after() {
+    let r = member_comments_after;
+    assert_eq!(r("enum e {\n\tA = 1,\t/* a */\n};\n"), ["A = 1,\t/* a */"]);
+    assert_eq!(r("enum e {\n\tA, // a\n};\n").len(), 1);
+    assert!(r("enum e {\n\t/* a\n\t * b */\n\tA = 1,\n};\n").is_empty());
+    assert!(r("struct s {\n\tu64 a; /* a */\n};\n").is_empty());
+}
+
+/// The lines of C `text`'s enums that hold a member with a comment after it (a member's
+/// comment goes above it, as the kernel writes them and build.rs reads intf.h's).
+fn member_comments_after(text: &str) -> Vec<String> {
+    let mut in_enum = false;
+    let mut bad = vec![];
+    for t in text.lines().map(str::trim) {
+        if t.starts_with("enum ") && t.ends_with('{') {
+            in_enum = true;
+        } else if t.starts_with("};") {
+            in_enum = false;
+        } else if in_enum
+            && !t.starts_with("/*")
+            && !t.starts_with('*')
+            && (t.contains("/*") || t.contains("//"))
+        {
+            bad.push(t.to_string());
+        }
+    }
+    bad
+}
+
+/// The headers shared with Rust (intf.h, tool_intf.h, test_intf.h) comment each enum member
+/// above it.
+#[test]
+fn shared_headers_comment_enum_members_above_them() {
+    let intf = std::fs::read_to_string(root().join("src/bpf/intf.h")).unwrap();
+    assert!(intf.matches("enum ").count() >= 5);
+    let mut bad = vec![];
+    for h in ["intf.h", "tools/tool_intf.h", "testing/test_intf.h"] {
+        let text = std::fs::read_to_string(root().join("src/bpf").join(h)).unwrap();
+        bad.extend(
+            member_comments_after(&text)
+                .iter()
+                .map(|l| format!("{h}: {l}")),
+        );
+    }
+    assert_none(&bad, "an enum member with its comment after it");
+}
+
+/// The mutation check of the member-comment scan: a comment after a member is seen, one
+/// above it, a continued comment and a struct field's are not.
+#[test]
+fn the_member_comment_scan_sees_a_comment_after() {
+    let r = member_comments_after;
+    assert_eq!(r("enum e {\n\tA = 1,\t/* a */\n};\n"), ["A = 1,\t/* a */"]);
+    assert_eq!(r("enum e {\n\tA, // a\n};\n").len(), 1);
+    assert!(r("enum e {\n\t/* a\n\t * b */\n\tA = 1,\n};\n").is_empty());
+    assert!(r("struct s {\n\tu64 a; /* a */\n};\n").is_empty());
+}
+
+/// The `names` that `text` does not name (each as `prefix` then the name).
+fn unnamed(names: &[String], text: &str, prefix: &str) -> Vec<String> {
+    let named = |n: &String| text.contains(&format!("{prefix}{n}"));
+    names.iter().filter(|n| !named(n)).cloned().collect()
+}
+
+/// The indexes a newcomer reads first name everything they index: main.bpf.c's comment every
+/// production header of src/bpf, docs/results/README.md every results folder.
+#[test]
+fn the_indexes_name_every_component_and_result() {
+    let bpf = root().join("src/bpf");
+    let headers: Vec<String> = files(&bpf, ".bpf.h")
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().to_string())
+        .collect();
+    assert!(headers.len() >= 12, "{headers:?}");
+    let main = std::fs::read_to_string(bpf.join("main.bpf.c")).unwrap();
+    let head = &main[..main.find("#include").unwrap()];
+    assert_none(&unnamed(&headers, head, ""), "main.bpf.c's list misses");
+    let results = root().join("docs/results");
+    let mut folders: Vec<String> = std::fs::read_dir(&results)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    folders.sort();
+    assert!(folders.len() >= 30, "{folders:?}");
+    let index = std::fs::read_to_string(results.join("README.md")).unwrap();
+    assert_none(
+        &unnamed(&folders, &index, "`"),
+        "docs/results/README.md misses",
+    );
+}
+
+/// The mutation check of the index scan: a name left out is seen, one named is not.
+#[test]
+fn the_index_scan_sees_a_missing_name() {
+    let names = ["a.bpf.h".to_string(), "b.bpf.h".to_string()];
+    assert_eq!(unnamed(&names, " *   a.bpf.h   x\n", ""), ["b.bpf.h"]);
+    assert!(unnamed(&names, "a.bpf.h b.bpf.h", "").is_empty());
+    assert_eq!(unnamed(&names, "`a.bpf.h` b.bpf.h", "`"), ["b.bpf.h"]);
+}
+
 /// The top-level variables C `code` (comments stripped) defines, by name.
 fn c_globals(code: &str) -> Vec<String> {
     let re = regex::Regex::new(
