@@ -904,56 +904,6 @@ fn the_member_comment_scan_sees_a_comment_after() {
     assert!(r("struct s {\n\tu64 a; /* a */\n};\n").is_empty());
 }
 
-/// The lines of C `text`'s enums that hold a member with a comment after it (a member's
-/// comment goes above it, as the kernel writes them and build.rs reads intf.h's).
-fn member_comments_after(text: &str) -> Vec<String> {
-    let mut in_enum = false;
-    let mut bad = vec![];
-    for t in text.lines().map(str::trim) {
-        if t.starts_with("enum ") && t.ends_with('{') {
-            in_enum = true;
-        } else if t.starts_with("};") {
-            in_enum = false;
-        } else if in_enum
-            && !t.starts_with("/*")
-            && !t.starts_with('*')
-            && (t.contains("/*") || t.contains("//"))
-        {
-            bad.push(t.to_string());
-        }
-    }
-    bad
-}
-
-/// The headers shared with Rust (intf.h, tool_intf.h, test_intf.h) comment each enum member
-/// above it.
-#[test]
-fn shared_headers_comment_enum_members_above_them() {
-    let intf = std::fs::read_to_string(root().join("src/bpf/intf.h")).unwrap();
-    assert!(intf.matches("enum ").count() >= 5);
-    let mut bad = vec![];
-    for h in ["intf.h", "tools/tool_intf.h", "testing/test_intf.h"] {
-        let text = std::fs::read_to_string(root().join("src/bpf").join(h)).unwrap();
-        bad.extend(
-            member_comments_after(&text)
-                .iter()
-                .map(|l| format!("{h}: {l}")),
-        );
-    }
-    assert_none(&bad, "an enum member with its comment after it");
-}
-
-/// The mutation check of the member-comment scan: a comment after a member is seen, one
-/// above it, a continued comment and a struct field's are not.
-#[test]
-fn the_member_comment_scan_sees_a_comment_after() {
-    let r = member_comments_after;
-    assert_eq!(r("enum e {\n\tA = 1,\t/* a */\n};\n"), ["A = 1,\t/* a */"]);
-    assert_eq!(r("enum e {\n\tA, // a\n};\n").len(), 1);
-    assert!(r("enum e {\n\t/* a\n\t * b */\n\tA = 1,\n};\n").is_empty());
-    assert!(r("struct s {\n\tu64 a; /* a */\n};\n").is_empty());
-}
-
 /// The `names` that `text` does not name (each as `prefix` then the name).
 fn unnamed(names: &[String], text: &str, prefix: &str) -> Vec<String> {
     let named = |n: &String| text.contains(&format!("{prefix}{n}"));
