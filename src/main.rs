@@ -44,6 +44,7 @@ mod testing {
     mod queue_test;
     pub mod sis_model;
     pub mod sis_test;
+    pub mod stats_server;
     pub mod test_intf;
     pub mod vtime_model;
 }

@@ -153,13 +153,10 @@ fn bench_refuses_a_foreign_or_symlinked_directory_and_a_fifo_log() {
 fn plot_py_writes_through_the_directory_it_was_given() {
     use std::os::unix::process::CommandExt;
     let d = tmp();
-    let (out, moved, roots) = (
-        d.path().join("out"),
-        d.path().join("moved"),
-        d.path().join("roots"),
-    );
-    std::fs::create_dir(&out).unwrap();
-    std::fs::create_dir(&roots).unwrap();
+    let [out, moved, roots] = ["out", "moved", "roots"].map(|n| d.path().join(n));
+    for dir in [&out, &roots] {
+        std::fs::create_dir(dir).unwrap();
+    }
     let dir = std::fs::File::open(&out).unwrap();
     std::fs::rename(&out, &moved).unwrap();
     std::os::unix::fs::symlink(&roots, &out).unwrap();

@@ -5,6 +5,10 @@
 use std::process::Command;
 
 mod common;
+// the fake stats server of the monitor's unit tests
+#[path = "../src/testing/stats_server.rs"]
+mod stats_server;
+use stats_server::fake_stats_server;
 
 fn run(args: &[&str]) -> (bool, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_scx_sisutil"))
@@ -109,27 +113,6 @@ fn placement_cost_refuses_an_overflowing_topology() {
     }
 }
 
-/// A stats server on a Unix socket in a private (0700) temporary directory; `serve` handles
-/// each connection in a thread of its own.
-fn fake_stats_server(
-    serve: fn(std::os::unix::net::UnixStream),
-) -> (tempfile::TempDir, std::path::PathBuf) {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::Builder::new()
-        .prefix("cli-stats-")
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir()
-        .unwrap();
-    let path = dir.path().join("stats");
-    let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
-    std::thread::spawn(move || {
-        for c in l.incoming().flatten() {
-            std::thread::spawn(move || serve(c));
-        }
-    });
-    (dir, path)
-}
-
 /// `monitor` as a user runs it against the review's servers: one that trickles a byte every
 /// 0.2 s without a newline, one that accepts and closes, one that never answers, and a path
 /// that is not a socket. Each ends with one line on stderr and exit 1 within its deadline:
@@ -152,17 +135,17 @@ fn monitor_ends_on_hostile_stats_servers_with_one_line() {
     let servers = [
         (
             "trickling",
-            fake_stats_server(trickle),
+            fake_stats_server("cli-stats-", trickle),
             "no answer from the stats server in 2.0 s",
         ),
         (
             "closing",
-            fake_stats_server(drop),
+            fake_stats_server("cli-stats-", drop),
             "closed 5 connections in a row",
         ),
         (
             "silent",
-            fake_stats_server(silent),
+            fake_stats_server("cli-stats-", silent),
             "no answer from the stats server in 2.0 s",
         ),
     ];
@@ -205,7 +188,7 @@ fn sigterm_and_sighup_end_a_wait_for_statistics() {
         let mut buf = [0u8; 256];
         while c.read(&mut buf).is_ok_and(|n| n > 0) {}
     }
-    let (_d, path) = fake_stats_server(silent);
+    let (_d, path) = fake_stats_server("cli-stats-", silent);
     for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_scx_sisutil"))
             .args(["monitor", "--stats-timeout", "60", "--stats-socket"])

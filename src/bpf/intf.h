@@ -20,7 +20,8 @@ typedef long long s64;
 enum sis_consts {
 	MAX_CPUS		= 512,
 	MAX_LLCS		= 64,
-	MAX_SMT			= 4,	/* hardware threads per core */
+	/* hardware threads per core */
+	MAX_SMT			= 4,
 	SCHED_CAPACITY		= 1024,
 	NSEC_PER_USEC		= 1000,
 	NSEC_PER_MSEC		= 1000000,
@@ -28,7 +29,8 @@ enum sis_consts {
 	DEFAULT_INTERVAL_MS	= 20,
 	DEFAULT_SLICE_US	= 5000,
 	DEFAULT_IMBALANCE_PCT	= 117,
-	SMT_IMBALANCE_PCT	= 110,	/* sd_init(): SD_SHARE_CPUCAPACITY domains */
+	/* sd_init(): SD_SHARE_CPUCAPACITY domains */
+	SMT_IMBALANCE_PCT	= 110,
 	/* SIS_PROP (6.6 fair.c): sysctl_sched_migration_cost, the cap of avg_idle is 2x this */
 	SIS_PROP_MAX_IDLE_BALANCE_COST = 500000,
 	SIS_PROP_MIN_NR		= 4,
@@ -325,7 +327,8 @@ struct sis_topo {
  * counts d in [CALIB_EXACT << k, CALIB_EXACT << (k + 1)).
  */
 enum calib_consts {
-	CALIB_BUCKETS		= 10,	/* utilization 0-10 %, ..., 90-100 % */
+	/* utilization 0-10 %, ..., 90-100 % */
+	CALIB_BUCKETS		= 10,
 	CALIB_EXACT		= 64,
 	CALIB_HIST		= CALIB_EXACT + 4,
 	/* calib_ctl: lease, the loader's imbalance_pct, then each LLC's weight */

@@ -19,9 +19,11 @@
  *                   TTWU_QUEUE_DESCHED's condition and hand-off, the task's load
  *   calib.bpf.h     the scan depth calibration (how far an idle CPU was)
  *   idle.bpf.h      a CPU's idle time and ops.update_idle's accounting
+ *   idle_time.bpf.h that idle time's two writes (shadow's tracer uses them too)
  *   wake.bpf.h      the wake-up over sched_ext: task load, the TTWU_QUEUE_DESCHED
  *                   tracepoint, select_cpu, idle transitions
  *   vtime.bpf.h     fairness inside an LLC: EEVDF's vruntime, lag and deadlines
+ *   wait_hist.bpf.h the wait histogram's log2 buckets (the latency tracer's too)
  *   shards.bpf.h    LLC_SHARDS: an LLC's queue as shards, geometry and decisions
  *   kick.bpf.h      the kick of an idle CPU: flag word, search, its two features
  *   steal.bpf.h     dispatch's steal from other LLCs and its summary

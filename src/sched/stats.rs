@@ -1053,6 +1053,7 @@ pub(crate) use add_fields;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::stats_server::fake_stats_server;
 
     /// `m` as the table prints it.
     fn formatted(m: &Metrics) -> String {
@@ -1390,31 +1391,13 @@ mod tests {
         );
     }
 
-    /// A fake stats server on a private socket: answers each request line with `answer`
-    /// after `delay` (None: reads requests and never answers).
-    /// A stats server on a Unix socket in a private (0700) temporary directory: `serve`
-    /// handles each connection in a thread of its own.
+    /// The fake stats server of `serve` (testing::stats_server), and the options that reach it.
     fn fake_server_with(
         serve: impl Fn(std::os::unix::net::UnixStream) + Send + Sync + 'static,
     ) -> (tempfile::TempDir, StatsConnOpts) {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new()
-            .prefix("stats-test-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
-            .unwrap();
-        let path = dir.path().join("stats");
-        let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        let serve = std::sync::Arc::new(serve);
-        std::thread::spawn(move || {
-            for conn in l.incoming() {
-                let Ok(conn) = conn else { return };
-                let serve = serve.clone();
-                std::thread::spawn(move || serve(conn));
-            }
-        });
+        let (dir, stats_socket) = fake_stats_server("stats-test-", serve);
         let opts = StatsConnOpts {
-            stats_socket: path,
+            stats_socket,
             stats_timeout: 1.5,
         };
         (dir, opts)

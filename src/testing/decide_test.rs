@@ -126,16 +126,18 @@ macro_rules! out {
     };
 }
 
-/// A decision's table of cases: for each `(inputs, want)`, dec_io's `out` is set to 99 (a
-/// program that writes nothing fails), `set` writes the inputs, `run` runs the decision's
-/// program and gives its output, which must be `want`; `what` names the inputs' fields.
+/// A decision's table of cases, on a fresh `machine()`: for each `(inputs, want)`, dec_io's
+/// `out` is set to 99 (a program that writes nothing fails), `set` writes the inputs, `run`
+/// runs the decision's program and gives its output, which must be `want`; `what` names the
+/// inputs' fields.
 fn table<C: std::fmt::Debug + Copy, O: std::fmt::Debug + PartialEq>(
-    skel: &mut Rig<'_>,
     what: &str,
     cases: &[(C, O)],
     set: impl Fn(&mut Rig<'_>, C),
     run: impl Fn(&mut Rig<'_>) -> O,
 ) {
+    let mut obj = MaybeUninit::uninit();
+    let skel = &mut machine(&mut obj);
     for (case, want) in cases {
         io(skel).out = 99;
         set(skel, *case);
@@ -146,8 +148,6 @@ fn table<C: std::fmt::Debug + Copy, O: std::fmt::Debug + PartialEq>(
 /// select_task_rq_fair's `sync = (wake_flags & WF_SYNC) && !(current->flags & PF_EXITING)`.
 #[test]
 fn decide_wake_sync_ignores_an_exiting_waker() {
-    let mut obj = MaybeUninit::uninit();
-    let mut skel = machine(&mut obj);
     let cases = [
         ((1, 0), 1),
         ((1, PF_KTHREAD), 1),
@@ -161,7 +161,6 @@ fn decide_wake_sync_ignores_an_exiting_waker() {
         io(skel).current_flags = flags;
     };
     table(
-        &mut skel,
         "(WF_SYNC, current->flags)",
         &cases,
         set,
@@ -173,8 +172,6 @@ fn decide_wake_sync_ignores_an_exiting_waker() {
 /// allowed, and `!cpu_rq(cpu)->nr_running` (the wakee is already dequeued there).
 #[test]
 fn decide_ttwu_queue_desched_condition() {
-    let mut obj = MaybeUninit::uninit();
-    let mut skel = machine(&mut obj);
     // ((this_cpu, the wakee's cpu, allowed, nr_running there), queued?)
     let cases = [
         ((0, 1, 1, 0), 1), // same LLC, other CPU, nothing running: queued
@@ -194,7 +191,6 @@ fn decide_ttwu_queue_desched_condition() {
         (d.this_cpu, d.cpu, d.flag) = (this, cpu, allowed);
     };
     table(
-        &mut skel,
         "(this, cpu, allowed, nr_running)",
         &cases,
         set,
@@ -209,8 +205,6 @@ fn decide_ttwu_queue_desched_condition() {
 /// accepted.
 #[test]
 fn decide_ttwu_waking_is_this_cpu_for_the_wakee_cpu() {
-    let mut obj = MaybeUninit::uninit();
-    let mut skel = machine(&mut obj);
     // ((this CPU, its nr_running, the wakee's CPU, its nr_running, allowed), queued?)
     let cases = [
         ((0, 1, 1, 0, 1), 1), // the waker runs (nr 1), the wakee's CPU is empty: queued
@@ -242,8 +236,7 @@ fn decide_ttwu_waking_is_this_cpu_for_the_wakee_cpu() {
         (d.feat, d.this_cpu, d.cpu, d.flag) = (feat, this, cpu, allowed);
     };
     let what = "(feature word, this, its nr_running, the wakee's cpu, its nr_running, allowed)";
-    table(&mut skel, what, &cases, set, out!(test_ttwu_waking));
-    skel.maps.bss_data.as_mut().unwrap().nr_running = [1; MAX_CPUS];
+    table(what, &cases, set, out!(test_ttwu_waking));
 }
 
 /// ttwu_wake_path() (sis.bpf.h, ops.runnable): an activation on another CPU than the one
@@ -251,8 +244,6 @@ fn decide_ttwu_waking_is_this_cpu_for_the_wakee_cpu() {
 /// went there on the wake list (no select_task_rq()) or made the waker wait for on_cpu.
 #[test]
 fn decide_wake_path_by_the_activating_cpu() {
-    let mut obj = MaybeUninit::uninit();
-    let mut skel = machine(&mut obj);
     let (list, on_cpu, spun) = (
         bi::wake_path_WAKE_PATH_LIST,
         bi::wake_path_WAKE_PATH_LIST_ON_CPU,
@@ -273,7 +264,7 @@ fn decide_wake_path_by_the_activating_cpu() {
         (d.flag, d.cpu, d.this_cpu) = (on_cpu, waking, this);
     };
     let what = "(on_cpu, waking cpu, activating cpu)";
-    table(&mut skel, what, &cases, set, out!(test_wake_path));
+    table(what, &cases, set, out!(test_wake_path));
 }
 
 /// take_kick() (kick.bpf.h, ops.dispatch's `kicked`): clears this CPU's kick-pending bit
@@ -406,8 +397,6 @@ fn decide_ttwu_queue_desched_hand_off() {
 /// kicked for work → no pull from other LLCs.
 #[test]
 fn decide_newidle_skip_ipi() {
-    let mut obj = MaybeUninit::uninit();
-    let mut skel = machine(&mut obj);
     let cases = [
         ((bit::NEWIDLE_SKIP_IPI, 1000, 0), 1),
         ((bit::NEWIDLE_SKIP_IPI, 1000, 1), 0), // asked to take work: it pulls
@@ -420,7 +409,6 @@ fn decide_newidle_skip_ipi() {
         (d.feat, d.cpu, d.flag) = (feat, 3, kicked);
     };
     table(
-        &mut skel,
         "(features, idle_start, kicked)",
         &cases,
         set,
@@ -657,8 +645,6 @@ fn decide_kick_search() {
 /// asked.
 #[test]
 fn decide_kick_skip_redundant() {
-    let mut obj = MaybeUninit::uninit();
-    let mut skel = machine(&mut obj);
     // ((features, asked), (skipped, counted))
     let cases = [
         ((bit::KICK_SKIP_REDUNDANT, 1), (1, 1)),
@@ -673,7 +659,7 @@ fn decide_kick_skip_redundant() {
         let d = io(skel);
         (d.feat, d.llc, d.this_cpu, d.flag) = (feat, 0, 0, asked);
     };
-    table(&mut skel, "(features, asked)", &cases, set, |s| {
+    table("(features, asked)", &cases, set, |s| {
         run!(s, test_kick);
         (io(s).out, io(s).cnt[HIT_KICK_SKIP_REDUNDANT])
     });
@@ -865,8 +851,6 @@ fn decide_kick_search_llc_of_every_word() {
 /// kernel lacks, taken only with its feature on and never for a pinned task.
 #[test]
 fn decide_enqueue_rescue_only_with_its_feature() {
-    let mut obj = MaybeUninit::uninit();
-    let mut skel = machine(&mut obj);
     let others = bit::ALL & !bit::WAKE_RESCUE;
     // ((features, pinned), searches?)
     let cases = [
@@ -880,13 +864,7 @@ fn decide_enqueue_rescue_only_with_its_feature() {
     let set = |skel: &mut Rig<'_>, (feat, pinned)| {
         (io(skel).feat, io(skel).flag) = (feat, pinned);
     };
-    table(
-        &mut skel,
-        "(features, pinned)",
-        &cases,
-        set,
-        out!(test_enqueue_rescue),
-    );
+    table("(features, pinned)", &cases, set, out!(test_enqueue_rescue));
 }
 
 /// nohz_balancer_kick()'s `rq->nr_running >= 2` on a busy CPU's tick: tasks waiting in
@@ -894,8 +872,6 @@ fn decide_enqueue_rescue_only_with_its_feature() {
 /// on, the enqueue kicked already and the tick does not.
 #[test]
 fn decide_tick_kicks_when_work_waits() {
-    let mut obj = MaybeUninit::uninit();
-    let mut skel = machine(&mut obj);
     let others = bit::ALL & !bit::WAKE_RESCUE;
     // ((features, tasks queued), kicks?)
     let cases = [
@@ -910,13 +886,7 @@ fn decide_tick_kicks_when_work_waits() {
     let set = |skel: &mut Rig<'_>, (feat, queued)| {
         (io(skel).feat, io(skel).flag) = (feat, queued);
     };
-    table(
-        &mut skel,
-        "(features, queued)",
-        &cases,
-        set,
-        out!(test_tick_kicks),
-    );
+    table("(features, queued)", &cases, set, out!(test_tick_kicks));
 }
 
 /// A machine of `nr_llcs` LLCs of one or two CPUs each, on two nodes (for the steal order).

@@ -374,14 +374,26 @@ fn the_feature_bit_scan_sees_raw_tests() {
         r("return (feat & FEAT_WAKE_RESCUE) && !pinned;"),
         ["return (feat & FEAT_WAKE_RESCUE) && !pinned;"]
     );
-    assert_eq!(r("if (!(features() & FEAT_X) || y)").len(), 1);
-    assert_eq!(r("if (feat_on(features() & FEAT_X, FEAT_Y))").len(), 1);
-    assert_eq!(r("if (feat_on(feat, FEAT_Y) && (feat & FEAT_Z))").len(), 1);
-    assert!(r("if (!feat_on(features(), FEAT_X) || y)").is_empty());
-    assert!(r("if (sis_feat(c, FEAT_SIS_UTIL)) {").is_empty());
-    assert!(r("/* (feat & FEAT_X) */ x = 1; // feat & FEAT_Y").is_empty());
-    assert!(r("/*\n * feat & FEAT_X\n */").is_empty());
-    assert!(r("u64 SIS_FEAT_X = 1;").is_empty());
+    scan_finds(
+        r,
+        &[
+            ("if (!(features() & FEAT_X) || y)", 1),
+            ("if (feat_on(features() & FEAT_X, FEAT_Y))", 1),
+            ("if (feat_on(feat, FEAT_Y) && (feat & FEAT_Z))", 1),
+            ("if (!feat_on(features(), FEAT_X) || y)", 0),
+            ("if (sis_feat(c, FEAT_SIS_UTIL)) {", 0),
+            ("/* (feat & FEAT_X) */ x = 1; // feat & FEAT_Y", 0),
+            ("/*\n * feat & FEAT_X\n */", 0),
+            ("u64 SIS_FEAT_X = 1;", 0),
+        ],
+    );
+}
+
+/// A scan's mutation check: `scan` finds in each text of `cases` the number beside it.
+fn scan_finds(scan: impl Fn(&str) -> Vec<String>, cases: &[(&str, usize)]) {
+    for &(text, n) in cases {
+        assert_eq!(scan(text).len(), n, "{text:?}: {:?}", scan(text));
+    }
 }
 
 /// What `scan` finds in the text of each of `files`, each line led by the file's path.
@@ -501,16 +513,20 @@ fn every_rust_feature_bit_is_named_through_features_bit() {
 /// The mutation check of the feature-bit scan.
 #[test]
 fn the_feature_bit_number_scan_sees_numbers() {
-    let r = |t: &str| raw_feature_bits(&rust_code(t));
-    assert_eq!(r("        d.feat = 0x10;").len(), 1);
-    assert_eq!(r("features: 256,").len(), 1);
-    assert_eq!(r("let w = feat_word | 1 << 8;").len(), 1);
-    assert_eq!(r("assert_eq!(FEATURES[4].bit, 256);").len(), 1);
-    assert_eq!(r("let b = bi::sis_feature_FEAT_SIS_UTIL as u64;").len(), 1);
-    assert!(r("d.feat = bit::SIS_UTIL | bit::SIS_CORE;").is_empty());
-    assert!(r("d.feat = 0; let features = preset(p);").is_empty());
-    assert!(r("// feat = 0x10").is_empty());
-    assert!(r("let words = 4;").is_empty());
+    scan_finds(
+        |t| raw_feature_bits(&rust_code(t)),
+        &[
+            ("        d.feat = 0x10;", 1),
+            ("features: 256,", 1),
+            ("let w = feat_word | 1 << 8;", 1),
+            ("assert_eq!(FEATURES[4].bit, 256);", 1),
+            ("let b = bi::sis_feature_FEAT_SIS_UTIL as u64;", 1),
+            ("d.feat = bit::SIS_UTIL | bit::SIS_CORE;", 0),
+            ("d.feat = 0; let features = preset(p);", 0),
+            ("// feat = 0x10", 0),
+            ("let words = 4;", 0),
+        ],
+    );
 }
 
 /// The preprocessor conditionals of C `text` that switch code: every `#if`, `#ifdef`,
@@ -743,10 +759,34 @@ fn every_object_includes_interface_then_implementation_then_users() {
     assert_none(&bad, "include order");
 }
 
+/// The features of `feats` (`FEAT_NAME`) not decided in exactly one of `files` (path, code
+/// without comments): a BPF file names the bit `FEAT_NAME`, a loader file `bit::NAME`.
+fn misplaced_features(feats: &[String], files: &[(String, String)]) -> Vec<String> {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let names = |c: &str, name: &str| {
+        c.match_indices(name)
+            .any(|(i, _)| !c[..i].ends_with(is_ident) && !c[i + name.len()..].starts_with(is_ident))
+    };
+    let mut bad = vec![];
+    for feat in feats {
+        let rust = format!("bit::{}", feat.strip_prefix("FEAT_").unwrap());
+        let at: Vec<&str> = files
+            .iter()
+            .filter(|(p, c)| names(c, if p.ends_with(".rs") { &rust } else { feat }))
+            .map(|(p, _)| p.as_str())
+            .collect();
+        if at.len() != 1 {
+            bad.push(format!("{feat}: {at:?}"));
+        }
+    }
+    bad
+}
+
 /// The rule of where a decision lives (docs/DESIGN.md): each feature's bit is tested in one
-/// production BPF file, the one named for its component.
+/// production file, the one named for its component: a BPF component, or the loader's depth
+/// (src/sched/sis_util_depth.rs) for the features that change the depth it writes.
 #[test]
-fn every_feature_is_decided_in_one_bpf_file() {
+fn every_feature_is_decided_in_one_file() {
     let intf = std::fs::read_to_string(root().join("src/bpf/intf.h")).unwrap();
     let feats: Vec<String> = c_code(&intf)
         .lines()
@@ -759,28 +799,153 @@ fn every_feature_is_decided_in_one_bpf_file() {
         .map(|n| format!("FEAT_{n}"))
         .collect();
     assert!(feats.len() >= 10, "{feats:?}");
-    let code: Vec<(String, String)> = bpf_production()
+    let mut code: Vec<(String, String)> = bpf_production()
         .iter()
         .filter(|f| !f.ends_with("intf.h"))
         .map(|f| (rel(f), c_code(&std::fs::read_to_string(f).unwrap())))
         .collect();
-    let mut bad = vec![];
-    for name in &feats {
-        let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
-        let at: Vec<&str> = code
+    // the loader: the scheduler's Rust files, their unit tests left out
+    code.extend(
+        files(&root().join("src/sched"), ".rs")
             .iter()
-            .filter(|(_, c)| {
-                c.match_indices(name.as_str()).any(|(i, _)| {
-                    !c[..i].ends_with(is_ident) && !c[i + name.len()..].starts_with(is_ident)
-                })
-            })
-            .map(|(p, _)| p.as_str())
+            .map(|f| production_code(f)),
+    );
+    assert_none(
+        &misplaced_features(&feats, &code),
+        "a feature decided in no file or in several",
+    );
+}
+
+/// The mutation check of the decision scan: a feature tested in a second file, or in none,
+/// is seen; a longer name, another path's `bit`, or a Rust file's `FEAT_` name are not.
+#[test]
+fn the_decision_scan_sees_a_feature_in_two_files() {
+    let f = |files: &[(&str, &str)]| {
+        let files: Vec<(String, String)> = files
+            .iter()
+            .map(|(p, c)| (p.to_string(), c.to_string()))
             .collect();
-        if at.len() > 1 {
-            bad.push(format!("{name}: {at:?}"));
+        misplaced_features(&["FEAT_X".to_string()], &files).len()
+    };
+    assert_eq!(f(&[("a.bpf.h", "feat_on(w, FEAT_X)")]), 0);
+    assert_eq!(
+        f(&[("a.bpf.h", "feat_on(w, FEAT_X)"), ("b.bpf.h", "w & FEAT_X")]),
+        1
+    );
+    assert_eq!(
+        f(&[
+            ("a.bpf.h", "feat_on(w, FEAT_X)"),
+            ("l.rs", "w & bit::X != 0")
+        ]),
+        1
+    );
+    assert_eq!(f(&[("l.rs", "w & bit::X != 0")]), 0);
+    assert_eq!(f(&[("a.bpf.h", "feat_on(w, FEAT_XY)")]), 1);
+    assert_eq!(
+        f(&[
+            ("l.rs", "w & bit::X != 0"),
+            ("m.rs", "FEAT_X; features::bit::X")
+        ]),
+        1
+    );
+    assert_eq!(
+        f(&[("l.rs", "w & bit::X != 0"), ("m.rs", "bit::XY | my_bit::X")]),
+        0
+    );
+}
+
+/// The lines of C `text`'s enums that hold a member with a comment after it (a member's
+/// comment goes above it, as the kernel writes them and build.rs reads intf.h's).
+fn member_comments_after(text: &str) -> Vec<String> {
+    let mut in_enum = false;
+    let mut bad = vec![];
+    for t in text.lines().map(str::trim) {
+        if t.starts_with("enum ") && t.ends_with('{') {
+            in_enum = true;
+        } else if t.starts_with("};") {
+            in_enum = false;
+        } else if in_enum
+            && !t.starts_with("/*")
+            && !t.starts_with('*')
+            && (t.contains("/*") || t.contains("//"))
+        {
+            bad.push(t.to_string());
         }
     }
-    assert_none(&bad, "a feature decided in several files");
+    bad
+}
+
+/// The headers shared with Rust (intf.h, tool_intf.h, test_intf.h) comment each enum member
+/// above it.
+#[test]
+fn shared_headers_comment_enum_members_above_them() {
+    let intf = std::fs::read_to_string(root().join("src/bpf/intf.h")).unwrap();
+    assert!(intf.matches("enum ").count() >= 5);
+    let mut bad = vec![];
+    for h in ["intf.h", "tools/tool_intf.h", "testing/test_intf.h"] {
+        let text = std::fs::read_to_string(root().join("src/bpf").join(h)).unwrap();
+        bad.extend(
+            member_comments_after(&text)
+                .iter()
+                .map(|l| format!("{h}: {l}")),
+        );
+    }
+    assert_none(&bad, "an enum member with its comment after it");
+}
+
+/// The mutation check of the member-comment scan: a comment after a member is seen, one
+/// above it, a continued comment and a struct field's are not.
+#[test]
+fn the_member_comment_scan_sees_a_comment_after() {
+    let r = member_comments_after;
+    assert_eq!(r("enum e {\n\tA = 1,\t/* a */\n};\n"), ["A = 1,\t/* a */"]);
+    assert_eq!(r("enum e {\n\tA, // a\n};\n").len(), 1);
+    assert!(r("enum e {\n\t/* a\n\t * b */\n\tA = 1,\n};\n").is_empty());
+    assert!(r("struct s {\n\tu64 a; /* a */\n};\n").is_empty());
+}
+
+/// The `names` that `text` does not name (each as `prefix` then the name).
+fn unnamed(names: &[String], text: &str, prefix: &str) -> Vec<String> {
+    let named = |n: &String| text.contains(&format!("{prefix}{n}"));
+    names.iter().filter(|n| !named(n)).cloned().collect()
+}
+
+/// The indexes a newcomer reads first name everything they index: main.bpf.c's comment every
+/// production header of src/bpf, docs/results/README.md every results folder.
+#[test]
+fn the_indexes_name_every_component_and_result() {
+    let bpf = root().join("src/bpf");
+    let headers: Vec<String> = files(&bpf, ".bpf.h")
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().to_string())
+        .collect();
+    assert!(headers.len() >= 12, "{headers:?}");
+    let main = std::fs::read_to_string(bpf.join("main.bpf.c")).unwrap();
+    let head = &main[..main.find("#include").unwrap()];
+    assert_none(&unnamed(&headers, head, ""), "main.bpf.c's list misses");
+    let results = root().join("docs/results");
+    let mut folders: Vec<String> = std::fs::read_dir(&results)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    folders.sort();
+    assert!(folders.len() >= 30, "{folders:?}");
+    let index = std::fs::read_to_string(results.join("README.md")).unwrap();
+    assert_none(
+        &unnamed(&folders, &index, "`"),
+        "docs/results/README.md misses",
+    );
+}
+
+/// The mutation check of the index scan: a name left out is seen, one named is not.
+#[test]
+fn the_index_scan_sees_a_missing_name() {
+    let names = ["a.bpf.h".to_string(), "b.bpf.h".to_string()];
+    assert_eq!(unnamed(&names, " *   a.bpf.h   x\n", ""), ["b.bpf.h"]);
+    assert!(unnamed(&names, "a.bpf.h b.bpf.h", "").is_empty());
+    assert_eq!(unnamed(&names, "`a.bpf.h` b.bpf.h", "`"), ["b.bpf.h"]);
 }
 
 /// The top-level variables C `code` (comments stripped) defines, by name.

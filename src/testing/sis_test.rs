@@ -423,49 +423,44 @@ fn random_state(rng: &mut StdRng, m: &Machine, features: u64) -> Wakeup {
     }
 }
 
+/// The name beside the first counter of `ways` that `o` counted; `none` where it counted none.
+fn first_counted(o: &Outcome, ways: &[(u32, &'static str)], none: &'static str) -> &'static str {
+    let counted = ways.iter().find(|&&(s, _)| o.cnt[s as usize] > 0);
+    counted.map_or(none, |&(_, name)| name)
+}
+
 /// Which way a call ended, from the model's counters: the random states
 /// must reach each of them for the comparison to mean anything.
 fn path_of(o: &Outcome, w: &Wakeup) -> &'static str {
-    let c = |s: u32| o.cnt[s as usize];
-    if c(bi::sis_stat_STAT_RECENT) > 0 {
-        "recent"
-    } else if c(bi::sis_stat_STAT_FAST) > 0 {
-        if w.pcpu_kthread && o.cpu == w.prev && w.prev == w.this_cpu && !w.idle.contains(&o.cpu) {
-            "per-cpu kthread"
-        } else {
-            "fast target/prev"
-        }
-    } else if c(bi::sis_stat_STAT_SMT) > 0 {
-        "smt sibling"
-    } else if c(bi::sis_stat_STAT_SCAN_SKIPPED) > 0 {
-        "scan skipped (depth 0)"
-    } else if c(bi::sis_stat_STAT_HIT_SIS_CORE) > 0 {
-        "idle core"
-    } else if c(bi::sis_stat_STAT_CORE_FAILED) > 0 {
-        "core search failed"
-    } else if c(bi::sis_stat_STAT_HIT_SIS_PROP) > 0 {
-        "depth limited (SIS_PROP)"
-    } else if c(bi::sis_stat_STAT_DEPTH_LIMITED) > 0 {
-        "depth limited (SIS_UTIL)"
-    } else if c(bi::sis_stat_STAT_FAILED) > 0 {
-        "scan, nothing"
+    let kthread =
+        w.pcpu_kthread && o.cpu == w.prev && w.prev == w.this_cpu && !w.idle.contains(&o.cpu);
+    let fast = if kthread {
+        "per-cpu kthread"
     } else {
-        "scan, idle cpu"
-    }
+        "fast target/prev"
+    };
+    let ways = [
+        (bi::sis_stat_STAT_RECENT, "recent"),
+        (FAST, fast),
+        (SMT, "smt sibling"),
+        (SKIPPED, "scan skipped (depth 0)"),
+        (HIT_CORE, "idle core"),
+        (CORE_FAILED, "core search failed"),
+        (HIT_PROP, "depth limited (SIS_PROP)"),
+        (DEPTH_LIMITED, "depth limited (SIS_UTIL)"),
+        (FAILED, "scan, nothing"),
+    ];
+    first_counted(o, &ways, "scan, idle cpu")
 }
 
 /// Decisions of select_task_rq_fair before the search, from the model.
 fn affine_of(o: &Outcome) -> &'static str {
-    let c = |s: u32| o.cnt[s as usize];
-    if c(bi::sis_stat_STAT_HIT_WA_WEIGHT) > 0 {
-        "wake_affine_weight -> this"
-    } else if c(bi::sis_stat_STAT_WAKE_AFFINE) > 0 {
-        "wake_affine_idle -> this"
-    } else if c(bi::sis_stat_STAT_HIT_WA_IDLE_PREV) > 0 {
-        "WA_IDLE_PREV -> prev"
-    } else {
-        "prev (no move)"
-    }
+    let ways = [
+        (HIT_WEIGHT, "wake_affine_weight -> this"),
+        (AFFINE, "wake_affine_idle -> this"),
+        (HIT_IDLE_PREV, "WA_IDLE_PREV -> prev"),
+    ];
+    first_counted(o, &ways, "prev (no move)")
 }
 
 /// The counting convention and the recent_used_cpu rule, checked on one
@@ -718,293 +713,151 @@ fn fast(more: &[(u32, u64)]) -> Vec<(u32, u64)> {
     c
 }
 
+/// The hand-worked cases, a row each: what it shows; the wake-up, `at(topology, features,
+/// this, prev, idle CPUs)`, changed by `with()` where it says; the CPU and recent_used_cpu
+/// expected; the counters. The comment above a row works it out.
+#[rustfmt::skip]
 fn hand_cases() -> Vec<Case> {
     let flat8 = || TopoDesc::synthetic(1, 8, 1, 1); // CPUs 0-7, one LLC
     let two_llc = || TopoDesc::synthetic(2, 2, 2, 1); // {0,1}{2,3} | {4,5}{6,7}
     let smt8 = || TopoDesc::synthetic(1, 4, 2, 1); // {0,1}{2,3}{4,5}{6,7}
     let smt4 = || TopoDesc::synthetic(1, 2, 2, 1); // {0,1}{2,3}
-    let with = |mut w: Wakeup, f: &dyn Fn(&mut Wakeup)| {
+    let at = |desc: TopoDesc, features, this, prev, idle: &[usize]| {
+        let w = base(&desc, features, this, prev, idle);
+        (desc, w)
+    };
+    let with = |(desc, mut w): (TopoDesc, Wakeup), f: &dyn Fn(&mut Wakeup)| {
         f(&mut w);
-        w
+        (desc, w)
+    };
+    let case = |what, (desc, w): (TopoDesc, Wakeup), (cpu, recent), counters| Case {
+        what, desc, w, cpu, recent, counters, prop: None, waker: None,
     };
     let no_core = PATCHED & !bit::SIS_CORE;
-    let case = |what, desc: TopoDesc, w: Wakeup, cpu, recent, counters| Case {
-        what,
-        desc,
-        w,
-        cpu,
-        recent,
-        counters,
-        prop: None,
-        waker: None,
-    };
     vec![
         // this == prev == 2 busy: no wake_affine. Fast scan 1; LLC scan
         // from 3: 3 4 5 busy, 6 idle: 4 probes. recent <- prev 2.
-        case(
-            "target 2 busy, idle {0,6}: scan 3,4,5,6",
-            flat8(),
-            base(&flat8(), PATCHED, 2, 2, &[0, 6]),
-            6,
-            2,
-            scan(4, &[]),
-        ),
+        case("target 2 busy, idle {0,6}: scan 3,4,5,6",
+             at(flat8(), PATCHED, 2, 2, &[0, 6]), (6, 2), scan(4, &[])),
         // nr_idle_scan 3: nr = 4: 3 (nr 3), 4 (2), 5 (1) probed, at 6 !--nr.
-        case(
-            "SIS_UTIL depth 3: 3,4,5 probed, --nr hits 0 before 6",
-            flat8(),
-            with(base(&flat8(), PATCHED, 2, 2, &[0, 6]), &|w| {
-                w.nr_idle_scan.insert(0, 3);
-            }),
-            2,
-            2,
-            scan(3, &[(DEPTH_LIMITED, 1), (HIT_UTIL, 1), (FAILED, 1)]),
-        ),
-        case(
-            "SIS_UTIL depth 0: no scan",
-            flat8(),
-            with(base(&flat8(), PATCHED, 2, 2, &[0, 6]), &|w| {
-                w.nr_idle_scan.insert(0, 0);
-            }),
-            2,
-            2,
-            scan(0, &[(SKIPPED, 1), (HIT_UTIL, 1), (FAILED, 1)]),
-        ),
+        case("SIS_UTIL depth 3: 3,4,5 probed, --nr hits 0 before 6",
+             with(at(flat8(), PATCHED, 2, 2, &[0, 6]), &|w| { w.nr_idle_scan.insert(0, 3); }),
+             (2, 2), scan(3, &[(DEPTH_LIMITED, 1), (HIT_UTIL, 1), (FAILED, 1)])),
+        case("SIS_UTIL depth 0: no scan",
+             with(at(flat8(), PATCHED, 2, 2, &[0, 6]), &|w| { w.nr_idle_scan.insert(0, 0); }),
+             (2, 2), scan(0, &[(SKIPPED, 1), (HIT_UTIL, 1), (FAILED, 1)])),
         // from 7: 7, 0, 1 probed (1 idle).
-        case(
-            "wrap: target 6, idle {1}: 7,0,1",
-            flat8(),
-            base(&flat8(), PATCHED, 6, 6, &[1]),
-            1,
-            6,
-            scan(3, &[]),
-        ),
-        case(
-            "nothing idle: 8 CPUs scanned, target probed again last",
-            flat8(),
-            base(&flat8(), PATCHED, 2, 2, &[]),
-            2,
-            2,
-            scan(8, &[(FAILED, 1)]),
-        ),
+        case("wrap: target 6, idle {1}: 7,0,1",
+             at(flat8(), PATCHED, 6, 6, &[1]), (1, 6), scan(3, &[])),
+        case("nothing idle: 8 CPUs scanned, target probed again last",
+             at(flat8(), PATCHED, 2, 2, &[]), (2, 2), scan(8, &[(FAILED, 1)])),
         // hint set: core {0,1} 2 probes; {2,3}: 2 busy, 3 = fallback (2);
         // {4,5}: 4 busy, fallback known -> break (1); {6,7} idle (2). 7.
-        case(
-            "idle core {6,7} after busy cores, fallback 3 seen",
-            smt8(),
-            with(base(&smt8(), PATCHED, 0, 0, &[3, 6, 7]), &|w| {
-                w.has_idle_cores.insert(0, true);
-            }),
-            6,
-            0,
-            scan(7, &[(CORE_SEARCH, 1), (HIT_CORE, 1)]),
-        ),
+        case("idle core {6,7} after busy cores, fallback 3 seen",
+             with(at(smt8(), PATCHED, 0, 0, &[3, 6, 7]), &|w| { w.has_idle_cores.insert(0, true); }),
+             (6, 0), scan(7, &[(CORE_SEARCH, 1), (HIT_CORE, 1)])),
         // {0,1}: 2; {2,3}: 2 (3 fallback); {4,5}: 1; {6,7}: 6 busy (1). 6
         // probes; no idle core: hint cleared, fallback 3 taken.
-        case(
-            "no idle core: hint cleared, fallback thread 3",
-            smt8(),
-            with(base(&smt8(), PATCHED, 0, 0, &[3, 7]), &|w| {
-                w.has_idle_cores.insert(0, true);
-            }),
-            3,
-            0,
-            scan(6, &[(CORE_SEARCH, 1), (CORE_FAILED, 1)]),
-        ),
+        case("no idle core: hint cleared, fallback thread 3",
+             with(at(smt8(), PATCHED, 0, 0, &[3, 7]), &|w| { w.has_idle_cores.insert(0, true); }),
+             (3, 0), scan(6, &[(CORE_SEARCH, 1), (CORE_FAILED, 1)])),
         // select_idle_smt(prev 2): the loop over {2,3} counts 2 (itself)
         // and 3 (idle): 2 visits.
-        case(
-            "idle SMT sibling of prev: the loop counts prev too",
-            two_llc(),
-            base(&two_llc(), PATCHED, 2, 2, &[3, 5]),
-            3,
-            2,
-            scan(2, &[(SMT, 1)]),
-        ),
+        case("idle SMT sibling of prev: the loop counts prev too",
+             at(two_llc(), PATCHED, 2, 2, &[3, 5]), (3, 2), scan(2, &[(SMT, 1)])),
         // siblings 2, 3 visited (2); scan from 3: 3, 0 busy, 1 idle (3).
-        case(
-            "SMT sibling busy, then the LLC scan: one domain search",
-            two_llc(),
-            base(&two_llc(), PATCHED, 2, 2, &[1]),
-            1,
-            2,
-            scan(5, &[]),
-        ),
+        case("SMT sibling busy, then the LLC scan: one domain search",
+             at(two_llc(), PATCHED, 2, 2, &[1]), (1, 2), scan(5, &[])),
         // no sibling check; scan from 3: 3 idle.
-        case(
-            "NO_SIS_CORE: no sibling check",
-            two_llc(),
-            base(&two_llc(), no_core, 2, 2, &[3, 5]),
-            3,
-            2,
-            scan(1, &[]),
-        ),
+        case("NO_SIS_CORE: no sibling check",
+             at(two_llc(), no_core, 2, 2, &[3, 5]), (3, 2), scan(1, &[])),
         // LLC {0-3,8-11}: from 4, 4-7 are not in it, 8 first, idle.
-        case(
-            "x86 siblings: target 3 wraps to 8 first",
-            topo_x86_siblings(),
-            base(&topo_x86_siblings(), no_core, 3, 3, &[2, 8]),
-            8,
-            3,
-            scan(1, &[]),
-        ),
+        case("x86 siblings: target 3 wraps to 8 first",
+             at(topo_x86_siblings(), no_core, 3, 3, &[2, 8]), (8, 3), scan(1, &[])),
         // a per-CPU kthread wakes a task of its CPU, nothing else runs
         // there: stacked on prev, one fast scan, recent untouched.
-        case(
-            "per-CPU kthread stacks the wakee on prev",
-            flat8(),
-            with(base(&flat8(), PATCHED, 3, 3, &[5]), &|w| {
-                w.pcpu_kthread = true
-            }),
-            3,
-            -1,
-            fast(&[]),
-        ),
+        case("per-CPU kthread stacks the wakee on prev",
+             with(at(flat8(), PATCHED, 3, 3, &[5]), &|w| w.pcpu_kthread = true),
+             (3, -1), fast(&[])),
         // ... not with a second task on the CPU: the scan 4, 5 (idle).
-        case(
-            "per-CPU kthread, nr_running 2: no stacking",
-            flat8(),
-            with(base(&flat8(), PATCHED, 3, 3, &[5]), &|w| {
-                w.pcpu_kthread = true;
-                w.nr_running.insert(3, 2);
-            }),
-            5,
-            3,
-            scan(2, &[]),
-        ),
+        case("per-CPU kthread, nr_running 2: no stacking",
+             with(at(flat8(), PATCHED, 3, 3, &[5]), &|w| {
+                 w.pcpu_kthread = true;
+                 w.nr_running.insert(3, 2);
+             }),
+             (5, 3), scan(2, &[])),
         // sync, the waker alone on 0: wake_affine_idle -> 0. SIS(4, 0): 0
         // and 4 busy, scan from 1: 1, 2, 3 (idle).
-        case(
-            "sync, waker alone on its CPU: pulled to 0, scan 1,2,3",
-            flat8(),
-            with(base(&flat8(), PATCHED, 0, 4, &[3]), &|w| w.sync = true),
-            3,
-            4,
-            scan(3, &[(AFFINE, 1)]),
-        ),
+        case("sync, waker alone on its CPU: pulled to 0, scan 1,2,3",
+             with(at(flat8(), PATCHED, 0, 4, &[3]), &|w| w.sync = true),
+             (3, 4), scan(3, &[(AFFINE, 1)])),
         // sync with 2 tasks on 0: not affine; WA_WEIGHT loads 0: 0 < 0
         // false -> prev 4 (the sync +1 makes prev_eff 1 > 0: this wins!)
-        case(
-            "sync, two tasks on the waker's CPU: wake_affine_weight's +1 pulls",
-            flat8(),
-            with(base(&flat8(), PATCHED, 0, 4, &[3]), &|w| {
-                w.sync = true;
-                w.nr_running.insert(0, 2);
-            }),
-            3,
-            4,
-            scan(3, &[(AFFINE, 1), (HIT_WEIGHT, 1)]),
-        ),
+        case("sync, two tasks on the waker's CPU: wake_affine_weight's +1 pulls",
+             with(at(flat8(), PATCHED, 0, 4, &[3]), &|w| {
+                 w.sync = true;
+                 w.nr_running.insert(0, 2);
+             }),
+             (3, 4), scan(3, &[(AFFINE, 1), (HIT_WEIGHT, 1)])),
         // prev 4 idle: "check for idle core" keeps it; SIS(4, 4) fast.
-        case(
-            "WA_IDLE_PREV: idle prev kept",
-            flat8(),
-            base(&flat8(), PATCHED, 0, 4, &[4, 6]),
-            4,
-            -1,
-            fast(&[(HIT_IDLE_PREV, 1)]),
-        ),
+        case("WA_IDLE_PREV: idle prev kept",
+             at(flat8(), PATCHED, 0, 4, &[4, 6]), (4, -1), fast(&[(HIT_IDLE_PREV, 1)])),
         // an interrupt on idle 0: pulled to 0 (prev busy), 0 idle: fast.
-        case(
-            "interrupt wake-up on an idle CPU pulls there",
-            flat8(),
-            base(&flat8(), PATCHED, 0, 4, &[0]),
-            0,
-            -1,
-            fast(&[(AFFINE, 1)]),
-        ),
+        case("interrupt wake-up on an idle CPU pulls there",
+             at(flat8(), PATCHED, 0, 4, &[0]), (0, -1), fast(&[(AFFINE, 1)])),
         // wake_wide: waker 70 flips, wakee 8, LLC 8: 70 >= 8 * 8: wide, no
         // wake_affine although sync; SIS(4, 4): scan 5 6 7 0 1 2 3.
-        case(
-            "wake_wide: no pull",
-            flat8(),
-            with(base(&flat8(), PATCHED, 0, 4, &[3]), &|w| {
-                w.sync = true;
-                w.waker.wakee_flips = 70;
-                w.wakee_flips = 8;
-            }),
-            3,
-            4,
-            scan(7, &[]),
-        ),
+        case("wake_wide: no pull",
+             with(at(flat8(), PATCHED, 0, 4, &[3]), &|w| {
+                 w.sync = true;
+                 w.waker.wakee_flips = 70;
+                 w.wakee_flips = 8;
+             }),
+             (3, 4), scan(7, &[])),
         // siblings 0/1: imbalance_pct 110: 106 * 100 vs 100 * 105: prev.
         // SIS(1, 1): smt loop {0,1} 2 visits, scan 2 3 0 1: 4. Failed.
-        case(
-            "wake_affine_weight between SMT siblings: imbalance_pct 110",
-            smt4(),
-            with(base(&smt4(), PATCHED, 0, 1, &[]), &|w| {
-                w.load = [(0, 106), (1, 100), (2, 100)].into_iter().collect();
-            }),
-            1,
-            1,
-            scan(6, &[(FAILED, 1)]),
-        ),
+        case("wake_affine_weight between SMT siblings: imbalance_pct 110",
+             with(at(smt4(), PATCHED, 0, 1, &[]), &|w| {
+                 w.load = [(0, 106), (1, 100), (2, 100)].into_iter().collect();
+             }),
+             (1, 1), scan(6, &[(FAILED, 1)])),
         // 0 and 2 are not siblings: 117 -> 108: 10600 < 10800: this 0.
         // SIS(2, 0): smt(2) {2,3}: 2 visits; scan 1 2 3 0: 4. Failed.
-        case(
-            "wake_affine_weight across cores: imbalance_pct 117",
-            smt4(),
-            with(base(&smt4(), PATCHED, 0, 2, &[]), &|w| {
-                w.load = [(0, 106), (1, 100), (2, 100)].into_iter().collect();
-            }),
-            0,
-            2,
-            scan(6, &[(FAILED, 1), (AFFINE, 1), (HIT_WEIGHT, 1)]),
-        ),
+        case("wake_affine_weight across cores: imbalance_pct 117",
+             with(at(smt4(), PATCHED, 0, 2, &[]), &|w| {
+                 w.load = [(0, 106), (1, 100), (2, 100)].into_iter().collect();
+             }),
+             (0, 2), scan(6, &[(FAILED, 1), (AFFINE, 1), (HIT_WEIGHT, 1)])),
+        // 8000 >> 3 = 1000 at stamp 1000 (997 + 3); nr = 8 * 1000 /
+        // 1001 = 7: 3 4 5 6 7 0 probed, !--nr at 1: no accounting.
         Case {
-            // 8000 >> 3 = 1000 at stamp 1000 (997 + 3); nr = 8 * 1000 /
-            // 1001 = 7: 3 4 5 6 7 0 probed, !--nr at 1: no accounting.
-            what: "SIS_PROP: aged wake_avg_idle, depth 7, !--nr skips the accounting",
-            desc: flat8(),
-            w: with(base(&flat8(), bit::SIS_PROP, 2, 2, &[]), &|w| {
-                w.wake_avg_idle = 8000;
-                w.wake_stamp = 997;
-                w.avg_scan_cost = 1000;
-            }),
-            cpu: 2,
-            recent: 2,
-            counters: scan(6, &[(DEPTH_LIMITED, 1), (HIT_PROP, 1), (FAILED, 1)]),
             prop: Some((1000, 1000, 1000)),
-            waker: None,
+            ..case("SIS_PROP: aged wake_avg_idle, depth 7, !--nr skips the accounting",
+                   with(at(flat8(), bit::SIS_PROP, 2, 2, &[]), &|w| {
+                       (w.wake_avg_idle, w.wake_stamp, w.avg_scan_cost) = (8000, 997, 1000);
+                   }),
+                   (2, 2), scan(6, &[(DEPTH_LIMITED, 1), (HIT_PROP, 1), (FAILED, 1)]))
         },
+        // same depth, 4 idle: 3, 4 probed. time = 2 probes * SIS_PROP_PROBE_NS
+        // (10) = 20: wake_avg_idle 1000 - 20 = 980; avg_scan_cost 1000 +
+        // (20 - 1000) / 8 = 1000 - 122 = 878.
         Case {
-            // same depth, 4 idle: 3, 4 probed. time = 2 probes * SIS_PROP_PROBE_NS
-            // (10) = 20: wake_avg_idle 1000 - 20 = 980; avg_scan_cost 1000 +
-            // (20 - 1000) / 8 = 1000 - 122 = 878.
-            what: "SIS_PROP: a scan that found a CPU is accounted",
-            desc: flat8(),
-            w: with(base(&flat8(), bit::SIS_PROP, 2, 2, &[4]), &|w| {
-                w.wake_avg_idle = 8000;
-                w.wake_stamp = 997;
-                w.avg_scan_cost = 1000;
-            }),
-            cpu: 4,
-            recent: 2,
-            counters: scan(2, &[]),
             prop: Some((980, 1000, 878)),
-            waker: None,
+            ..case("SIS_PROP: a scan that found a CPU is accounted",
+                   with(at(flat8(), bit::SIS_PROP, 2, 2, &[4]), &|w| {
+                       (w.wake_avg_idle, w.wake_stamp, w.avg_scan_cost) = (8000, 997, 1000);
+                   }),
+                   (4, 2), scan(2, &[]))
         },
+        // record_wakee: decay_ts + HZ < jiffies: 9 >> 1 = 4, then a new
+        // wakee: 5; the stamp becomes jiffies.
         Case {
-            // record_wakee: decay_ts + HZ < jiffies: 9 >> 1 = 4, then a new
-            // wakee: 5; the stamp becomes jiffies.
-            what: "record_wakee decays once and counts a new wakee",
-            desc: flat8(),
-            w: with(base(&flat8(), PATCHED, 2, 2, &[2]), &|w| {
-                w.waker = Flips {
-                    last_wakee: 3,
-                    wakee_flips: 9,
-                    wakee_flip_decay_ts: 1000 - 251,
-                };
-            }),
-            cpu: 2,
-            recent: -1,
-            counters: fast(&[]),
-            prop: None,
-            waker: Some(Flips {
-                last_wakee: 1,
-                wakee_flips: 5,
-                wakee_flip_decay_ts: 1000,
-            }),
+            waker: Some(Flips { last_wakee: 1, wakee_flips: 5, wakee_flip_decay_ts: 1000 }),
+            ..case("record_wakee decays once and counts a new wakee",
+                   with(at(flat8(), PATCHED, 2, 2, &[2]), &|w| {
+                       w.waker = Flips { last_wakee: 3, wakee_flips: 9, wakee_flip_decay_ts: 1000 - 251 };
+                   }),
+                   (2, -1), fast(&[]))
         },
     ]
 }

@@ -1937,15 +1937,17 @@ mod tests {
             let (w, q) = (&bss.cont_words, &bss.cont_wake);
             let mut want = vec![0u64; w.len()];
             let mut want_q = vec![0u64; q.len()];
+            let mode = mode as u32;
             for &c in &cpus[..t] {
                 match mode {
-                    0 => want[0] += 4096,
-                    1 => want[c] += 4096,
-                    2 | 3 => want[c * 8] += 4096,
+                    ti::cont_modes_CONT_SHARED => want[0] += 4096,
+                    ti::cont_modes_CONT_PACKED => want[c] += 4096,
+                    ti::cont_modes_CONT_LINES | ti::cont_modes_CONT_LOCAL => want[c * 8] += 4096,
                     // 1024 wake-ups: the queue's line (shared, or the CPU's shard's), V, W,
                     // the steal count
                     _ => {
-                        want_q[if mode == 4 { 0 } else { (4 + c) * 8 }] += 1024;
+                        let queue = mode == ti::cont_modes_CONT_WAKE_QUEUE;
+                        want_q[if queue { 0 } else { (4 + c) * 8 }] += 1024;
                         for l in 1..4 {
                             want_q[l * 8] += 1024;
                         }

@@ -186,6 +186,8 @@ fn run_python(script: &str, json: &[u8], dir: &Path) -> Result<Vec<u8>> {
 mod tests {
     use super::*;
 
+    use crate::tools::safe_io::swap_after_open;
+
     fn tmp() -> tempfile::TempDir {
         crate::tools::safe_io::test_dir("plot-test-")
     }
@@ -227,16 +229,8 @@ mod tests {
     #[test]
     fn plot_through_a_swapped_parent_lands_in_the_checked_directory() {
         let d = tmp();
-        let (sub, moved, roots) = (
-            d.path().join("sub"),
-            d.path().join("moved"),
-            d.path().join("roots"),
-        );
-        std::fs::create_dir(&sub).unwrap();
-        std::fs::create_dir(&roots).unwrap();
-        let out = check_out(&sub.join("c.png")).unwrap();
-        std::fs::rename(&sub, &moved).unwrap();
-        std::os::unix::fs::symlink(&roots, &sub).unwrap();
+        let (out, moved, roots) = swap_after_open(d.path(), |sub| check_out(&sub.join("c.png")));
+        let out = out.unwrap();
         let script =
             "fig, ax = plt.subplots()\nax.plot([1, 2], [2, 1])\nfig.savefig(out, format='png')\n";
         let n = render(script, &[1], &out, "t").unwrap();

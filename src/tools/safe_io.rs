@@ -266,6 +266,21 @@ pub(crate) fn test_dir(prefix: &str) -> tempfile::TempDir {
         .unwrap()
 }
 
+/// The swap the fd-based writes stand against, in `d`: the directory `sub` is made and given
+/// to `open`, then moved to `moved` and replaced by a symlink to the directory `elsewhere`.
+/// `open`'s answer and the two directories, (moved, elsewhere).
+#[cfg(test)]
+pub(crate) fn swap_after_open<T>(d: &Path, open: impl FnOnce(&Path) -> T) -> (T, PathBuf, PathBuf) {
+    let [sub, moved, elsewhere] = ["sub", "moved", "elsewhere"].map(|n| d.join(n));
+    std::fs::create_dir(&sub)
+        .and(std::fs::create_dir(&elsewhere))
+        .unwrap();
+    let opened = open(&sub);
+    std::fs::rename(&sub, &moved).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &sub).unwrap();
+    (opened, moved, elsewhere)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,14 +323,8 @@ mod tests {
     #[test]
     fn a_swapped_parent_directory_is_not_followed() {
         let d = tmp();
-        let sub = d.path().join("sub");
-        let elsewhere = d.path().join("elsewhere");
-        std::fs::create_dir(&sub).unwrap();
-        std::fs::create_dir(&elsewhere).unwrap();
-        let out = OutDir::open(&sub, "--test").unwrap();
-        let moved = d.path().join("moved");
-        std::fs::rename(&sub, &moved).unwrap();
-        std::os::unix::fs::symlink(&elsewhere, &sub).unwrap();
+        let (out, moved, elsewhere) = swap_after_open(d.path(), |sub| OutDir::open(sub, "--test"));
+        let (out, sub) = (out.unwrap(), d.path().join("sub"));
         out.write("c.png", b"png").unwrap();
         assert_eq!(std::fs::read(moved.join("c.png")).unwrap(), b"png");
         assert!(!elsewhere.join("c.png").exists());

@@ -614,27 +614,29 @@ fn tracer<'obj>(
         mode == Attach::Kprobe,
         mode == Attach::Tracepoint,
     );
+    let p = &mut open.progs;
     // cpu_rq() through `runqueues` where kallsyms lists it, else learned
-    open.progs.shadow_fentry.set_autoload(fentry && !learned);
-    open.progs.shadow_fexit.set_autoload(fentry && !learned);
-    open.progs.shadow_kprobe.set_autoload(kprobe && !learned);
-    open.progs.shadow_kretprobe.set_autoload(kprobe && !learned);
-    open.progs
-        .shadow_fentry_learned
-        .set_autoload(fentry && learned);
-    open.progs
-        .shadow_fexit_learned
-        .set_autoload(fentry && learned);
-    open.progs
-        .shadow_kprobe_learned
-        .set_autoload(kprobe && learned);
-    open.progs
-        .shadow_kretprobe_learned
-        .set_autoload(kprobe && learned);
-    open.progs.shadow_waking.set_autoload(tp);
-    open.progs.shadow_migrate.set_autoload(tp);
-    open.progs.shadow_csd.set_autoload(tp);
-    open.progs.shadow_wakeup.set_autoload(tp);
+    for (known, by_learning, on) in [
+        (&mut p.shadow_fentry, &mut p.shadow_fentry_learned, fentry),
+        (&mut p.shadow_fexit, &mut p.shadow_fexit_learned, fentry),
+        (&mut p.shadow_kprobe, &mut p.shadow_kprobe_learned, kprobe),
+        (
+            &mut p.shadow_kretprobe,
+            &mut p.shadow_kretprobe_learned,
+            kprobe,
+        ),
+    ] {
+        known.set_autoload(on && !learned);
+        by_learning.set_autoload(on && learned);
+    }
+    for prog in [
+        &mut p.shadow_waking,
+        &mut p.shadow_migrate,
+        &mut p.shadow_csd,
+        &mut p.shadow_wakeup,
+    ] {
+        prog.set_autoload(tp);
+    }
     let ro = open.maps.rodata_data.as_mut().context("no rodata")?;
     // SAFETY: both are intf.h's struct sis_topo
     unsafe { copy_same_c_type(topo, &mut ro.topo) };
@@ -2017,6 +2019,14 @@ mod tests {
             .unwrap()
     }
 
+    /// A sync wake-up on 2 LLCs with SMT, every CPU busy: the waker on 0 (load 2048), prev 4;
+    /// `chosen` the kernel's CPU.
+    fn sync_all_busy(chosen: i32) -> (Box<bi::sis_topo>, Rec) {
+        let mut r = rec(0, 4, &[], 4, chosen, 8);
+        (r.sync, r.this_load) = (1, 2048);
+        (topo(2, 2, 2), r)
+    }
+
     fn analyse_one(t: &bi::sis_topo, r: Rec) -> Analysis {
         analyse(
             &[r],
@@ -2357,22 +2367,16 @@ mod tests {
     /// record without exit reads (an older recording) is compared as before.
     #[test]
     fn shadow_racy_wake_affine_inputs() {
-        // 2 LLCs with SMT, every CPU busy; the waker on 0 alone, sync: pulls to 0
-        let t = topo(2, 2, 2);
-        let mut r = rec(0, 4, &[], 4, 4, 8);
-        r.this_load = 2048;
-        r.sync = 1;
+        // the waker on 0 alone, sync: pulls to 0 (the kernel chose prev 4)
+        let (t, r) = sync_all_busy(4);
         let o = analyse_one(&t, r);
         assert_eq!((o.compared, o.agreed), (1, 0), "{o:?}");
         // at exit two tasks on this_rq: the port's answer on the exit state is prev
         let mut x = r;
         x.wa_exit_read = 1;
-        x.this_nr_running_exit = 2;
-        x.this_nr_delayed_exit = 0;
-        x.this_load_exit = r.this_load;
-        x.prev_load_exit = r.prev_load;
-        x.wakee_load_exit = r.wakee_load;
-        x.waker_load_exit = r.waker_load;
+        (x.this_nr_running_exit, x.this_nr_delayed_exit) = (2, 0);
+        (x.this_load_exit, x.prev_load_exit) = (r.this_load, r.prev_load);
+        (x.wakee_load_exit, x.waker_load_exit) = (r.wakee_load, r.waker_load);
         let o = analyse_one(&t, x);
         assert_eq!((o.compared, o.racy), (0, 1), "{o:?}");
         // the same inputs at exit: compared
@@ -2390,12 +2394,8 @@ mod tests {
         // a sync wake-up, every CPU busy, the waker's rq: the waker and one delay-dequeued
         // task (nr_running 2, cfs_h_nr_delayed 1): wake_affine_idle() pulls to this_cpu 0
         // (7.x, and stable trees with the fix); prev 4 when the delayed task is not discounted
-        let t = topo(2, 2, 2);
-        let mut r = rec(0, 4, &[], 4, 0, 8);
-        r.sync = 1;
-        r.this_nr_running = 2;
-        r.this_nr_delayed = 1;
-        r.this_load = 2048;
+        let (t, mut r) = sync_all_busy(0);
+        (r.this_nr_running, r.this_nr_delayed) = (2, 1);
         assert_eq!(analyse_one(&t, r).agreed, 1);
         r.this_nr_delayed = 0;
         r.chosen = 4;

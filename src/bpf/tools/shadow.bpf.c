@@ -645,60 +645,47 @@ static __always_inline int on_exit(void *ctx, s32 ret, const bool learned, s32 c
 	return 0;
 }
 
-SEC("fentry/select_task_rq_fair")
-int BPF_PROG(shadow_fentry, struct task_struct *p, int prev_cpu, int wake_flags)
+/* select_task_rq_fair()'s entry, cpu_rq() learned by this CPU first where @learned */
+static __always_inline int srqf_entry(void *ctx, struct task_struct *p, int prev_cpu,
+				      int wake_flags, const bool learned)
 {
-	return on_entry(ctx, p, prev_cpu, wake_flags, false, false);
-}
-
-SEC("fexit/select_task_rq_fair")
-int BPF_PROG(shadow_fexit, struct task_struct *p, int prev_cpu, int wake_flags, int ret)
-{
-	return on_exit(ctx, ret, false, -1);
-}
-
-SEC("kprobe/select_task_rq_fair")
-int BPF_KPROBE(shadow_kprobe, struct task_struct *p, int prev_cpu, int wake_flags)
-{
-	return on_entry(ctx, p, prev_cpu, wake_flags, false, false);
-}
-
-SEC("kretprobe/select_task_rq_fair")
-int BPF_KRETPROBE(shadow_kretprobe, int ret)
-{
-	return on_exit(ctx, ret, false, -1);
+	if (learned)
+		learn_this_rq();
+	return on_entry(ctx, p, prev_cpu, wake_flags, false, learned);
 }
 
 /*
- * The same where /proc/kallsyms has no `runqueues` (no CONFIG_KALLSYMS_ALL): cpu_rq() as
- * learned by each CPU (learn_this_rq(), with sched_switch attached beside), so that nothing
- * here names a per-CPU data symbol. The loader picks these or the ones above.
+ * The four programs of select_task_rq_fair(), fentry/fexit and kprobe/kretprobe, named
+ * shadow_ATTACH##suffix. @learned: cpu_rq() as learned by each CPU (learn_this_rq(), with
+ * sched_switch attached beside), for where /proc/kallsyms has no `runqueues` (no
+ * CONFIG_KALLSYMS_ALL), so that nothing names a per-CPU data symbol; else through
+ * `runqueues`. The loader picks one set.
  */
-SEC("fentry/select_task_rq_fair")
-int BPF_PROG(shadow_fentry_learned, struct task_struct *p, int prev_cpu, int wake_flags)
-{
-	learn_this_rq();
-	return on_entry(ctx, p, prev_cpu, wake_flags, false, true);
+#define SHADOW_SRQF_PROGS(suffix, learned)						\
+SEC("fentry/select_task_rq_fair")							\
+int BPF_PROG(shadow_fentry##suffix, struct task_struct *p, int prev_cpu, int wake_flags)	\
+{											\
+	return srqf_entry(ctx, p, prev_cpu, wake_flags, learned);			\
+}											\
+SEC("fexit/select_task_rq_fair")							\
+int BPF_PROG(shadow_fexit##suffix, struct task_struct *p, int prev_cpu, int wake_flags,	\
+	     int ret)									\
+{											\
+	return on_exit(ctx, ret, learned, -1);						\
+}											\
+SEC("kretprobe/select_task_rq_fair")							\
+int BPF_KRETPROBE(shadow_kretprobe##suffix, int ret)					\
+{											\
+	return on_exit(ctx, ret, learned, -1);						\
+}											\
+SEC("kprobe/select_task_rq_fair")							\
+int BPF_KPROBE(shadow_kprobe##suffix, struct task_struct *p, int prev_cpu, int wake_flags)	\
+{											\
+	return srqf_entry(ctx, p, prev_cpu, wake_flags, learned);			\
 }
 
-SEC("fexit/select_task_rq_fair")
-int BPF_PROG(shadow_fexit_learned, struct task_struct *p, int prev_cpu, int wake_flags, int ret)
-{
-	return on_exit(ctx, ret, true, -1);
-}
-
-SEC("kprobe/select_task_rq_fair")
-int BPF_KPROBE(shadow_kprobe_learned, struct task_struct *p, int prev_cpu, int wake_flags)
-{
-	learn_this_rq();
-	return on_entry(ctx, p, prev_cpu, wake_flags, false, true);
-}
-
-SEC("kretprobe/select_task_rq_fair")
-int BPF_KRETPROBE(shadow_kretprobe_learned, int ret)
-{
-	return on_exit(ctx, ret, true, -1);
-}
+SHADOW_SRQF_PROGS(, false)
+SHADOW_SRQF_PROGS(_learned, true)
 
 /*
  * Tracepoints (tp_btf), where neither trampolines nor kprobes are allowed. try_to_wake_up()

@@ -36,19 +36,33 @@ enum shadow_unknown {
 
 /* the tracer's per-CPU counters (map `counters`), by index */
 enum shadow_cnt {
-	SHADOW_CALLS,		/* entries seen */
-	SHADOW_OUT_FAILED,	/* records the perf ring refused (full) */
-	SHADOW_UNMATCHED,	/* exits without an entry */
-	/* tracepoints: wake-ups not output, by why (src/tools/shadow.rs names them) */
-	SHADOW_TP_NOT_FAIR,	/* prio < MAX_RT_PRIO: RT/DL class, not select_task_rq_fair */
-	SHADOW_TP_NO_SELECT,	/* one allowed CPU or migration disabled: select_task_rq() skips the class */
-	SHADOW_TP_ON_RQ,	/* p->on_rq: ttwu_runnable() (delayed dequeue too), no selection */
-	SHADOW_TP_ON_CPU,	/* wakelist while p->on_cpu (TTWU_QUEUE), no selection */
-	SHADOW_TP_AMBIGUOUS,	/* p->on_cpu at sched_waking, no migration, wakelist: either path */
-	SHADOW_TP_NESTED,	/* a sched_waking before the previous one closed (that one lost) */
-	SHADOW_RQ_MISMATCH,	/* tracepoints: a CPU's rq not learned yet, or rq->cpu != cpu */
-	SHADOW_SYNC_INFER_OK,	/* fentry/kprobe: the stack's WF_SYNC == wake_flags' */
-	SHADOW_SYNC_INFER_BAD,	/* fentry/kprobe: they differ */
+	/* entries seen */
+	SHADOW_CALLS,
+	/* records the perf ring refused (full) */
+	SHADOW_OUT_FAILED,
+	/* exits without an entry */
+	SHADOW_UNMATCHED,
+	/* the next six: the wake-ups the tracepoints did not output, by why (src/tools/shadow.rs
+	 * names them) */
+
+	/* prio < MAX_RT_PRIO: RT/DL class, not select_task_rq_fair */
+	SHADOW_TP_NOT_FAIR,
+	/* one allowed CPU or migration disabled: select_task_rq() skips the class */
+	SHADOW_TP_NO_SELECT,
+	/* p->on_rq: ttwu_runnable() (delayed dequeue too), no selection */
+	SHADOW_TP_ON_RQ,
+	/* wakelist while p->on_cpu (TTWU_QUEUE), no selection */
+	SHADOW_TP_ON_CPU,
+	/* p->on_cpu at sched_waking, no migration, wakelist: either path */
+	SHADOW_TP_AMBIGUOUS,
+	/* a sched_waking before the previous one closed (that one lost) */
+	SHADOW_TP_NESTED,
+	/* tracepoints: a CPU's rq not learned yet, or rq->cpu != cpu */
+	SHADOW_RQ_MISMATCH,
+	/* fentry/kprobe: the stack's WF_SYNC == wake_flags' */
+	SHADOW_SYNC_INFER_OK,
+	/* fentry/kprobe: they differ */
+	SHADOW_SYNC_INFER_BAD,
 	/*
 	 * records handed to the perf ring, by class (shadow_out_class()): the reader counts
 	 * what it received per class, the difference is what the ring lost of each (JSON
@@ -61,8 +75,10 @@ enum shadow_cnt {
 /* cost.bpf.c */
 
 enum cost_consts {
-	COST_HIST		= 4096,	/* per-placement histogram: 1 ns buckets, the last one open */
-	COST_EVICT_LINES	= 1 << 16, /* --cold: 64 B lines written between placements (4 MiB) */
+	/* per-placement histogram: 1 ns buckets, the last one open */
+	COST_HIST		= 4096,
+	/* --cold: 64 B lines written between placements (4 MiB) */
+	COST_EVICT_LINES	= 1 << 16,
 	/* --omit: the feature word's lookup, wake_allowed, the kick search (wake-up and tick) */
 	COST_OMIT_FEATURES	= 1,
 	COST_OMIT_ALLOWED	= 4,
@@ -81,8 +97,10 @@ enum cont_modes {
 };
 
 enum cont_consts {
-	CONT_TS		= 4096,	/* stamps per thread */
-	CONT_TS_CPUS	= 8,	/* CPUs whose threads stamp */
+	/* stamps per thread */
+	CONT_TS		= 4096,
+	/* CPUs whose threads stamp */
+	CONT_TS_CPUS	= 8,
 };
 
 /* synth.bpf.h */
