@@ -228,7 +228,6 @@ pub fn apply<S: AsRef<str>>(mut word: u64, names: &[S]) -> Result<u64> {
     Ok(word)
 }
 
-/// `NAME on|off` lines, the kernel's features file spelled out.
 /// What `features` lists after the live features: the mode that is not one of them.
 pub const LOAD_TIME_NOTE: &str = "\
 load-time, not a feature (cannot switch live): --allow-queued-wakeup lets the kernel's
@@ -237,6 +236,7 @@ TTWU_QUEUE_DESCHED's mechanism, plus the cross-LLC and idle-CPU wake list; wheth
 running scheduler has it: `scx_sisutil monitor` (allow_queued_wakeup)
 ";
 
+/// `NAME on|off` lines, the kernel's features file spelled out.
 pub fn describe(word: u64) -> String {
     FEATURES
         .iter()
