@@ -113,6 +113,7 @@ enum Cmd {
     /// Print the running scheduler's SIS statistics every interval
     Monitor(sched::stats::MonitorOpts),
     /// List the running scheduler's features, or switch them: `features NO_X Y`
+    #[command(after_help = sched::features::LOAD_TIME_NOTE)]
     Features {
         /// X turns X on, NO_X off; comma or space separated
         names: Vec<String>,

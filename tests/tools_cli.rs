@@ -237,7 +237,10 @@ fn help_texts_match_behaviour() {
     }
     assert!(top.contains("rank-sum test"), "{top}");
     assert!(ab.contains("--stats-timeout"), "{ab}");
-    assert!(help(&["features", "--help"]).contains("--restore"));
+    let feat = help(&["features", "--help"]);
+    assert!(feat.contains("--restore"), "{feat}");
+    // the load-time mode is told in the help, not in `features`'s one-line-per-feature list
+    assert!(feat.contains("--allow-queued-wakeup"), "{feat}");
     let o = Command::new(env!("CARGO_BIN_EXE_scx_sisutil"))
         .args(["features", "--restore", "SIS_UTIL"])
         .output()

@@ -228,7 +228,8 @@ pub fn apply<S: AsRef<str>>(mut word: u64, names: &[S]) -> Result<u64> {
     Ok(word)
 }
 
-/// What `features` lists after the live features: the mode that is not one of them.
+/// `features --help`'s closing note: the mode that is not a feature. Not in `features`'s
+/// listing, which stays one `NAME on|off help` line per feature (scripts read it).
 pub const LOAD_TIME_NOTE: &str = "\
 load-time, not a feature (cannot switch live): --allow-queued-wakeup lets the kernel's
 TTWU_QUEUE wake list run for this scheduler's tasks (SCX_OPS_ALLOW_QUEUED_WAKEUP, 6.15+):
@@ -734,7 +735,7 @@ pub fn features_main(
         eprintln!("note: {}", killed_ab_line(&r, cur));
     }
     if names.is_empty() && preset.is_none() {
-        print!("{}{LOAD_TIME_NOTE}", describe(cur));
+        print!("{}", describe(cur));
         return Ok(());
     }
     let new = apply(preset.map_or(cur, self::preset), names)?;
