@@ -181,9 +181,14 @@ vm_tests! {
 fn features_live(name: &str, kernel: &str) {
     let o = run_script(
         name,
-        Vm::new(kernel, 600).smp(SMT2LLC),
+        // util-linux's script (bsdutils, Essential): the listing on a terminal
+        Vm::new(kernel, 600)
+            .smp(SMT2LLC)
+            .opt("--bin", "/usr/bin/script"),
         "features.sh",
         &[
+            "features piped: lines (one per feature in features --json) =",
+            "features on a terminal: the load-time note follows the list",
             "SIS_UTIL after NO_SIS_UTIL = off",
             "SIS_PROP after SIS_PROP = on",
             "no other feature changed",

@@ -228,8 +228,9 @@ pub fn apply<S: AsRef<str>>(mut word: u64, names: &[S]) -> Result<u64> {
     Ok(word)
 }
 
-/// `features --help`'s closing note: the mode that is not a feature. Not in `features`'s
-/// listing, which stays one `NAME on|off help` line per feature (scripts read it).
+/// `features --help`'s closing note, and the listing's when a person reads it (stdout a
+/// terminal): the mode that is not a feature. Piped, the listing stays one
+/// `NAME on|off help` line per feature (scripts read it).
 pub const LOAD_TIME_NOTE: &str = "\
 load-time, not a feature (cannot switch live): --allow-queued-wakeup lets the kernel's
 TTWU_QUEUE wake list run for this scheduler's tasks (SCX_OPS_ALLOW_QUEUED_WAKEUP, 6.15+):
@@ -736,6 +737,11 @@ pub fn features_main(
     }
     if names.is_empty() && preset.is_none() {
         print!("{}", describe(cur));
+        // People reading the list see the load-time mode beside it; scripts, reading it
+        // through a pipe as one line per feature, do not get the note.
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            print!("\n{LOAD_TIME_NOTE}");
+        }
         return Ok(());
     }
     let new = apply(preset.map_or(cur, self::preset), names)?;

@@ -90,6 +90,12 @@ impl<'a> Vm<'a> {
     pub fn smp(self, smp: &str) -> Self {
         self.opt("--smp", smp)
     }
+    /// `tools/vm --clock instructions`: under TCG the guest's time counts emulated
+    /// instructions, so a starved host makes the guest slower, never stalled in its own
+    /// time (the timing tests' waits then measure the scheduler, not the host).
+    pub fn instruction_clock(self) -> Self {
+        self.opt("--clock", "instructions")
+    }
     /// target/vm-logs/PREFIX-NAME-console.log (default prefix: vmtest)
     pub fn log_prefix(mut self, prefix: &'a str) -> Self {
         self.log_prefix = prefix;

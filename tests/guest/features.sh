@@ -56,6 +56,16 @@ for args in "BOGUS" "NO_SIS_CORE BOGUS"; do
   ok "features $args changed nothing"
 done
 
+# --- the listing: one line per feature to a pipe, the load-time note to a person ---------
+n_piped=$(scx_sisutil features | wc -l)
+expect_eq "features piped: lines (one per feature in features --json)" "$n_piped" \
+  "$(scx_sisutil features --json | jq length)"
+tty_out=$(script -q -c 'scx_sisutil features' /dev/null 2>&1 | tr -d '\r')
+case $tty_out in
+  *"--allow-queued-wakeup"*) ok "features on a terminal: the load-time note follows the list" ;;
+  *) fail "features on a terminal: no load-time note: $tty_out" ;;
+esac
+
 # --- a whole preset, live ----------------------------------------------------------------
 # `features --preset P` sets exactly the features `presets --json` lists for P.
 for p in vanilla patched; do
