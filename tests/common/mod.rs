@@ -167,6 +167,22 @@ impl Outcome {
     }
 }
 
+/// One line per guest in target/vm-logs/times.tsv (name, kernel, wall s, exit status, host
+/// load at the start): tools/test prints them, slowest first, after the tests.
+fn record_time(logs: &Path, name: &str, kernel: &str, secs: f64, rc: Option<i32>, load: &str) {
+    use std::io::Write;
+    let rc = rc.map_or("signal".to_string(), |c| c.to_string());
+    let line = format!("{name}\t{kernel}\t{secs:.1}\t{rc}\t{load}\n");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(logs.join("times.tsv"));
+    // (one write of one short line: appends from parallel tests do not interleave)
+    if let Err(e) = f.and_then(|mut f| f.write_all(line.as_bytes())) {
+        eprintln!("{name}: cannot record the time in target/vm-logs/times.tsv: {e}");
+    }
+}
+
 /// Boot the guest, run `cmd` (a command line for the guest's bash, scripts on PATH), print
 /// everything, return the outcome.
 pub fn run_vm(name: &str, vm: Vm, cmd: &str) -> Outcome {
@@ -202,6 +218,7 @@ pub fn run_vm(name: &str, vm: Vm, cmd: &str) -> Outcome {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         console,
     };
+    record_time(&logs, name, vm.kernel, secs, o.status, &load0);
     println!(
         "==== {name}: kernel {} {}: `{cmd}` -> exit {:?}, {secs:.1} s wall (host loadavg {load0} -> {})",
         vm.kernel,
