@@ -56,7 +56,12 @@ fn secs(default: u32) -> u32 {
 
 fn fair(name: &str, kernel: &str, scen: &str, load_s: u32, args: &str) {
     let script = format!("fair-mixed.sh {scen} {load_s} {WAIT_BOUND_MS} sisutil {args}");
-    let vm = Vm::new(kernel, 300 + 3 * load_s)
+    // The hang guard, in QEMU's CPU seconds under TCG: twice the host clock's 300 + 3 x load
+    // s, as the instruction clock (4 ns an instruction) gives ~0.6 guest s per CPU second
+    // under this load; a starving scheduler (tools/mutants --planted 1, 2) then ends on the
+    // wait check, not on this guard (at 420 s both planted faults ended on the guard, 29 s
+    // of guest time into the load).
+    let vm = Vm::new(kernel, 2 * (300 + 3 * load_s))
         .smp(SMP16)
         .instruction_clock()
         .log_prefix("fair")
