@@ -910,3 +910,70 @@ fn bpf_headers_compile_alone() {
         "a header missing its include compiled: {errors:?}"
     );
 }
+
+/// `tools/vm --clock`: `instructions` puts QEMU's -icount on the TCG command line, the
+/// default (host) does not, and a bad value is refused in one line before any boot. QEMU's
+/// arguments are read from a wrapper on PATH that logs them and runs the real QEMU.
+#[test]
+fn clock_instructions_reaches_qemu() {
+    use std::os::unix::fs::PermissionsExt;
+    let real = std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("qemu-system-x86_64"))
+                .find(|q| q.is_file())
+        })
+        .expect("qemu-system-x86_64 not on PATH (tools/setup installs qemu-system-x86)");
+    let dir = repo().join("target/clock-qemu");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("wrapper directory");
+    let log = dir.join("args.log");
+    let wrapper = dir.join("qemu-system-x86_64");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/bash\necho \"$*\" >> {log:?}\nexec {real:?} \"$@\"\n"),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = std::env::join_paths(std::iter::once(dir.clone()).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("PATH");
+    let run = |clock: Option<&str>| {
+        let _ = std::fs::remove_file(&log);
+        let mut c = Command::new(repo().join("tools/vm"));
+        c.args(["--kernel", "7", "--no-build", "--timeout", "300"]);
+        if let Some(k) = clock {
+            c.args(["--clock", k]);
+        }
+        c.args(["--", "echo guest-ran"])
+            .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
+            .env("SISUTIL_ACCEL", "tcg")
+            .env("PATH", &path)
+            .env_remove("SISUTIL_QEMU_ARGS")
+            .env_remove("SISUTIL_ICOUNT_SHIFT")
+            .stdin(Stdio::null());
+        let out = output_forwarding_progress("clock_instructions_reaches_qemu", &mut c);
+        let args = std::fs::read_to_string(&log).unwrap_or_default();
+        (out, args)
+    };
+    let (out, args) = run(Some("instructions"));
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("guest-ran"));
+    assert!(
+        args.contains("-icount shift=2,sleep=off,align=off"),
+        "no -icount: {args}"
+    );
+    let (out, args) = run(None);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!args.is_empty() && !args.contains("-icount"), "{args}");
+    let (out, args) = run(Some("wall"));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--clock must be host or instructions"),
+        "{err}"
+    );
+    assert!(args.is_empty(), "booted with a bad --clock: {args}");
+}
