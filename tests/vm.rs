@@ -547,6 +547,17 @@ fn silent_guest_is_stopped() {
     assert!(secs < 120.0, "took {secs:.1} s");
 }
 
+/// The real QEMU on PATH, which the wrappers below run.
+fn real_qemu() -> PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("qemu-system-x86_64"))
+                .find(|q| q.is_file())
+        })
+        .expect("qemu-system-x86_64 not on PATH (tools/setup installs qemu-system-x86)")
+}
+
 /// A fake `qemu-system-x86_64` in target/fake-kvm-MODE/ for a host whose KVM device opens
 /// but whose KVM cannot run the guest kernel: a KVM run (`-enable-kvm`) either reports a KVM
 /// internal error at once (MODE "error", what this project's first 2-core host did) or
@@ -558,13 +569,7 @@ fn silent_guest_is_stopped() {
 /// KVM verdict key, so a verdict cached by an earlier run does not decide this one.
 fn fake_kvm_qemu(mode: &str) -> (PathBuf, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
-    let real = std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("qemu-system-x86_64"))
-                .find(|q| q.is_file())
-        })
-        .expect("qemu-system-x86_64 not on PATH (tools/setup installs qemu-system-x86)");
+    let real = real_qemu();
     let dir = repo().join(format!("target/fake-kvm-{mode}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("fake qemu directory");
@@ -917,13 +922,7 @@ fn bpf_headers_compile_alone() {
 #[test]
 fn clock_instructions_reaches_qemu() {
     use std::os::unix::fs::PermissionsExt;
-    let real = std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("qemu-system-x86_64"))
-                .find(|q| q.is_file())
-        })
-        .expect("qemu-system-x86_64 not on PATH (tools/setup installs qemu-system-x86)");
+    let real = real_qemu();
     let dir = repo().join("target/clock-qemu");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("wrapper directory");
