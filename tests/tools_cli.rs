@@ -2,6 +2,7 @@
 //! The tools' command lines as a user types them, on a host without a running scheduler:
 //! what can be refused before a scheduler is looked for is refused first, in one line.
 
+use std::path::Path;
 use std::process::Command;
 
 mod common;
@@ -246,4 +247,38 @@ fn help_texts_match_behaviour() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// Every option tools/vm's parse_args accepts is described in its --help (the `--append`
+/// line was once lost while a new option's text went in beside it).
+#[test]
+fn vm_help_describes_every_option() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = std::fs::read_to_string(root.join("tools/vm")).expect("tools/vm");
+    let body = src
+        .split_once("parse_args() {")
+        .and_then(|(_, rest)| rest.split_once("\n}\n"))
+        .expect("tools/vm: no parse_args()")
+        .0;
+    let opts: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.trim_start().split_once(')').map(|(pat, _)| pat))
+        .flat_map(|pat| pat.split('|'))
+        .filter(|o| o.starts_with("--") && o.len() > 2 && !o.contains('*'))
+        .collect();
+    assert!(opts.len() >= 12, "parse_args' options not found: {opts:?}");
+    let out = Command::new(root.join("tools/vm"))
+        .arg("--help")
+        .output()
+        .expect("tools/vm --help");
+    let help = String::from_utf8_lossy(&out.stdout);
+    for o in opts {
+        assert!(
+            help.lines().any(|l| {
+                let l = l.trim_start();
+                l.starts_with(&format!("{o} ")) || l.starts_with(&format!("-h, {o} "))
+            }),
+            "tools/vm --help does not describe {o}:\n{help}"
+        );
+    }
 }
