@@ -547,6 +547,13 @@ fn silent_guest_is_stopped() {
     assert!(secs < 120.0, "took {secs:.1} s");
 }
 
+/// PATH with `dir` first: the wrappers below stand in for the real QEMU.
+fn path_with_first(dir: &Path) -> std::ffi::OsString {
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(dir.to_path_buf()).chain(std::env::split_paths(&rest)))
+        .expect("PATH")
+}
+
 /// The real QEMU on PATH, which the wrappers below run.
 fn real_qemu() -> PathBuf {
     std::env::var_os("PATH")
@@ -611,10 +618,7 @@ fn vm_with_fake_kvm(
     env: &[(&str, &str)],
     cmd: &str,
 ) -> (Option<i32>, String, String) {
-    let path = std::env::join_paths(std::iter::once(fake.to_path_buf()).chain(
-        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
-    ))
-    .expect("PATH");
+    let path = path_with_first(fake);
     let mut c = Command::new(repo().join("tools/vm"));
     c.args(["--kernel", "7", "--no-build", "--timeout", "300", "--", cmd])
         .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
@@ -934,10 +938,7 @@ fn clock_instructions_reaches_qemu() {
     )
     .expect("wrapper");
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let path = std::env::join_paths(std::iter::once(dir.clone()).chain(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    )))
-    .expect("PATH");
+    let path = path_with_first(&dir);
     let run = |clock: Option<&str>| {
         let _ = std::fs::remove_file(&log);
         let mut c = Command::new(repo().join("tools/vm"));
