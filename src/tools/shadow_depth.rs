@@ -199,6 +199,11 @@ struct BucketAcc {
     capacity_avg: u64,
     /// the kernel's nr_idle_scan equal to `fresh`
     fresh_same: u64,
+    /// of those (the kernel's depth current), the loader's depth equal to the kernel's
+    fresh_loader_same: u64,
+    /// the loader's depth equal to `fresh`, and within one CPU of it
+    input_same: u64,
+    input_within_one: u64,
 }
 
 impl BucketAcc {
@@ -213,6 +218,9 @@ impl BucketAcc {
         self.kernel_util_avg += o.kernel_util_avg;
         self.capacity_avg += o.capacity_avg;
         self.fresh_same += o.fresh_same;
+        self.fresh_loader_same += o.fresh_loader_same;
+        self.input_same += o.input_same;
+        self.input_within_one += o.input_within_one;
         for (d, n) in &o.abs_diff {
             *self.abs_diff.entry(*d).or_default() += n;
         }
@@ -254,6 +262,9 @@ impl DepthAcc {
             b.capacity_avg += p.capacity;
         }
         b.fresh_same += (p.kernel == p.fresh) as u64;
+        b.fresh_loader_same += (p.kernel == p.fresh && p.loader == p.kernel) as u64;
+        b.input_same += (p.loader == p.fresh) as u64;
+        b.input_within_one += (p.loader.abs_diff(p.fresh) <= 1) as u64;
         *b.abs_diff.entry(p.kernel.abs_diff(p.loader)).or_default() += 1;
         self.decision_same += decision_same as u64;
     }
@@ -319,6 +330,9 @@ fn inputs(b: &BucketAcc) -> DepthInputs {
             .then(|| super::pct(b.kernel_util_avg, b.capacity_avg)),
         loader_util_pct: super::pct(b.loader_util, b.capacity),
         fresh_agreement_pct: super::pct(b.fresh_same, b.wakeups),
+        agreement_when_fresh_pct: super::pct(b.fresh_loader_same, b.fresh_same),
+        input_agreement_pct: super::pct(b.input_same, b.wakeups),
+        input_within_one_pct: super::pct(b.input_within_one, b.wakeups),
     }
 }
 
@@ -382,6 +396,15 @@ pub struct DepthInputs {
     /// sum at the wake-up (the rest: the sum moved since the kernel's last load balance
     /// wrote the depth)
     pub fresh_agreement_pct: f64,
+    /// over those wake-ups alone (the kernel's depth current), % where the loader's depth
+    /// equals the kernel's
+    pub agreement_when_fresh_pct: f64,
+    /// % of wake-ups where the loader's depth equals nr_idle_scan() of the kernel's util sum
+    /// at the wake-up, the depth the kernel's load balance would write now: the loader's
+    /// input against the kernel's, without the lag of the kernel's refresh
+    pub input_agreement_pct: f64,
+    /// the same within one CPU
+    pub input_within_one_pct: f64,
 }
 
 /// One utilization bucket of `DepthReport`.
@@ -422,7 +445,7 @@ pub fn print_depth(d: Option<&DepthReport>) {
         return;
     }
     println!(
-        "  {:>7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "  {:>7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
         "util%",
         "wakeups",
         "same%",
@@ -433,12 +456,15 @@ pub fn print_depth(d: Option<&DepthReport>) {
         "k.util%",
         "k.avg%",
         "l.util%",
-        "fresh%"
+        "fresh%",
+        "same|f%",
+        "input%",
+        "input±1%"
     );
     for b in &d.buckets {
         let i = &b.inputs;
         println!(
-            "  {:>7} {:>9} {:>8.2} {:>8.3} {:>8.3} {:>9.3} {:>8} {:>8.1} {:>8} {:>8.1} {:>8.2}",
+            "  {:>7} {:>9} {:>8.2} {:>8.3} {:>8.3} {:>9.3} {:>8} {:>8.1} {:>8} {:>8.1} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
             format!("{}-{}", b.util_pct[0], b.util_pct[1]),
             b.wakeups,
             b.agreement_pct,
@@ -450,10 +476,14 @@ pub fn print_depth(d: Option<&DepthReport>) {
             i.kernel_util_avg_pct
                 .map_or("-".to_string(), |v| format!("{v:.1}")),
             i.loader_util_pct,
-            i.fresh_agreement_pct
+            i.fresh_agreement_pct,
+            i.agreement_when_fresh_pct,
+            i.input_agreement_pct,
+            i.input_within_one_pct
         );
     }
-    println!("  (k.util% the kernel's util sum at the wake-up, k.avg% its util_avg alone, l.util% the loader's; fresh% the kernel's depth equal to nr_idle_scan() of its sum then)");
+    println!("  (k.util% the kernel's util sum at the wake-up, k.avg% its util_avg alone, l.util% the loader's; fresh% the kernel's depth equal to nr_idle_scan() of its sum then,");
+    println!("   same|f% the loader's equal to the kernel's on those fresh wake-ups; input% / input±1% the loader's depth equal to / within one of nr_idle_scan() of the kernel's sum then)");
 }
 
 #[cfg(test)]
@@ -549,7 +579,8 @@ mod tests {
 
     /// The inputs of the same wake-ups: integer sums over the capacities (1638 and 819 of
     /// 4096: 39.99 % and 19.99 %), util_avg over the 50 wake-ups that have it (1228:
-    /// 29.98 %; none in bucket 0), fresh on every fourth; the same after a merge.
+    /// 29.98 %; none in bucket 0), fresh on every fourth, the loader against the kernel where
+    /// that holds and against `fresh` everywhere; the same after a merge.
     #[test]
     fn depth_acc_inputs_per_bucket() {
         let (whole, a, b) = hand_worked();
@@ -559,6 +590,17 @@ mod tests {
         assert_eq!(i5.loader_util_pct, 100.0 * 819.0 / 4096.0);
         assert_eq!(i5.kernel_util_avg_pct, Some(100.0 * 1228.0 / 4096.0));
         assert_eq!(i5.fresh_agreement_pct, 25.0);
+        // fresh (every fourth) among the first 60, where the loader is 5 too: 15 of 25;
+        // the loader equal to fresh (5 on every fourth of those 60): 15, within one: the 60
+        assert_eq!(i5.agreement_when_fresh_pct, 60.0);
+        assert_eq!(i5.input_agreement_pct, 15.0);
+        assert_eq!(i5.input_within_one_pct, 60.0);
+        // bucket 0: fresh 5 against 4 three times (within one); bucket 12: fresh 0, loader 1
+        assert_eq!(r.buckets[0].inputs.agreement_when_fresh_pct, 0.0);
+        assert_eq!(r.buckets[0].inputs.input_within_one_pct, 100.0);
+        assert_eq!(r.inputs.agreement_when_fresh_pct, 100.0 * 15.0 / 26.0);
+        assert_eq!(r.inputs.input_agreement_pct, 100.0 * 15.0 / 104.0);
+        assert_eq!(r.inputs.input_within_one_pct, 100.0 * 64.0 / 104.0);
         assert_eq!(r.buckets[0].inputs.kernel_util_avg_pct, None);
         assert_eq!(r.inputs.fresh_agreement_pct, 100.0 * 26.0 / 104.0);
         assert_eq!(r.inputs.kernel_util_avg_pct, i5.kernel_util_avg_pct);
