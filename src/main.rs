@@ -12,6 +12,7 @@ mod sched {
     pub mod features;
     pub mod loader;
     pub mod opts;
+    pub mod pelt;
     pub mod scheduler;
     pub mod sis_fit;
     pub mod sis_util_depth;

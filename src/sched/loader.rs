@@ -475,11 +475,14 @@ mod tests {
         assert!(matches!(w.wait(&mut clock), Wake::Interval(t) if t >= due));
     }
 
-    /// UtilUpdate on hand-worked samples: utilization from the idle time BPF accounts
-    /// (closed periods in idle_ns, an open one from idle_start), PELT-like filtered with a
-    /// 32 ms half-life, summed per LLC, and SIS_UTIL's depth of that sum written.
+    /// UtilUpdate on hand-worked samples: each CPU's busy time from the idle time BPF
+    /// accounts (closed periods in idle_ns, an open one from idle_start), through the
+    /// kernel's PELT (UtilFilter: its arithmetic is sched::pelt's tests'), summed per LLC,
+    /// and SIS_UTIL's depth of that sum written.
     #[test]
     fn util_update_from_idle_time() {
+        use crate::sched::pelt::HALF_LIFE_NS;
+        use crate::sched::sis_util_depth::UtilFilter;
         // SAFETY: plain-integer repr(C) structs of intf.h: all zeroes is their initial state
         let mut cpus: Vec<cpu_ctx> = vec![unsafe { std::mem::zeroed() }; 6];
         let mut llcs: Vec<llc_ctx> = vec![unsafe { std::mem::zeroed() }; 2];
@@ -494,38 +497,58 @@ mod tests {
         assert!(cpus.iter().all(|c| c.util == 0));
         assert_eq!((llcs[0].nr_idle_scan, llcs[1].nr_idle_scan), (99, 99));
 
-        // one second (31 half-lives: the filter's past is gone): CPU 0 idle 750 ms, CPU 1
+        // one second (30 half-lives: the filter's past is gone): CPU 0 idle 750 ms, CPU 1
         // never, CPU 2 all of it, CPU 3 still in its open period, CPUs 4 and 5 busy
         cpus[0].idle_ns += 3 * S / 4;
         cpus[2].idle_ns += S;
         u.update(DepthRules::default(), 11 * S, &mut cpus, &mut llcs, &[]);
+        let busy = [S / 4, S, 0, 0, S, S];
+        let mut f = [UtilFilter::default(); 6];
+        let want: Vec<u64> = f
+            .iter_mut()
+            .zip(busy)
+            .map(|(f, b)| f.update(b, S))
+            .collect();
         let util: Vec<u64> = cpus.iter().map(|c| c.util).collect();
-        assert_eq!(util, [256, 1024, 0, 0, 1024, 1024]);
-        assert_eq!((llcs[0].util_sum, llcs[1].util_sum), (1280, 2048));
-        // nr_idle_scan: x' = 1280 / 4 = 320, y = 1024 - 320^2 * 117^2 / (10000 * 1024)
-        // = 1024 - 136 = 888, nr = 4 * 888 / 1024 = 3; LLC 1 is full: 0
+        assert_eq!(util, want);
+        // a quarter and whole CPUs, as PELT has them
+        assert!(util[0].abs_diff(256) <= 1 && util[1] >= 1020, "{util:?}");
+        let sum0 = want[..4].iter().sum::<u64>();
         assert_eq!(
-            crate::sched::sis_util_depth::scan_depth(1280, 4, 117, false),
-            3
+            (llcs[0].util_sum, llcs[1].util_sum),
+            (sum0, want[4] + want[5])
         );
-        assert_eq!((llcs[0].nr_idle_scan, llcs[1].nr_idle_scan), (3, 0));
+        // nr_idle_scan of ~1280 of 4096: x' = 320, y = 1024 - 320^2 * 117^2 / (10000 *
+        // 1024) = 888, nr = 4 * 888 / 1024 = 3; LLC 1 is full: 0
+        let d0 = crate::sched::sis_util_depth::scan_depth(sum0, 4, 117, false);
+        assert_eq!(d0, 3);
+        assert_eq!((llcs[0].nr_idle_scan, llcs[1].nr_idle_scan), (d0, 0));
 
         // one half-life: CPUs 1 and 2 idle all of it, CPU 0 busy, CPU 3's period closed at
-        // its start (counted once: it was open at the last sample): each util moves half
-        // way to the period's (256 -> 640, 1024 -> 512, 0 -> 0, 0 -> 512)
-        cpus[1].idle_ns += 32_000_000;
-        cpus[2].idle_ns += 32_000_000;
+        // its start (counted once: it was open at the last sample), so busy: each util
+        // moves half way to the period's (256 -> 640, 1024 -> 512, 0 -> 0, 0 -> 512)
+        cpus[1].idle_ns += HALF_LIFE_NS;
+        cpus[2].idle_ns += HALF_LIFE_NS;
         cpus[3].idle_ns += 11 * S - cpus[3].idle_start;
         cpus[3].idle_start = 0;
         u.update(
             DepthRules::default(),
-            11 * S + 32_000_000,
+            11 * S + HALF_LIFE_NS,
             &mut cpus,
             &mut llcs,
             &[],
         );
+        let busy = [HALF_LIFE_NS, 0, 0, HALF_LIFE_NS];
+        let want: Vec<u64> = f[..4]
+            .iter_mut()
+            .zip(busy)
+            .map(|(f, b)| f.update(b, HALF_LIFE_NS))
+            .collect();
         let util: Vec<u64> = cpus.iter().map(|c| c.util).collect();
-        assert_eq!(util, [640, 512, 0, 512, 1024, 1024]);
-        assert_eq!(llcs[0].util_sum, 1664);
+        assert_eq!(util[..4], want[..]);
+        for (u, half) in util.iter().zip([640, 512, 0, 512]) {
+            assert!(u.abs_diff(half) <= 3, "{util:?}");
+        }
+        assert_eq!(llcs[0].util_sum, want.iter().sum::<u64>());
     }
 }

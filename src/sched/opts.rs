@@ -28,7 +28,7 @@ pub struct RunOpts {
     #[arg(long, default_value_t = DEFAULT_SLICE_US, value_parser = clap::value_parser!(u64).range(100..=100_000))]
     pub slice_us: u64,
     /// How often the loader samples CPU busy time and rewrites each LLC's scan
-    /// depth, in ms (1..=1000). 20 ms: well under PELT's 32 ms half-life and
+    /// depth, in ms (1..=1000). 20 ms: well under PELT's 33.55 ms half-life and
     /// within the kernel's LLC balance interval (about llc_weight ms)
     #[arg(long, default_value_t = DEFAULT_INTERVAL_MS, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub interval_ms: u64,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //! SIS_UTIL scan-depth arithmetic (Chen Yu, "sched/fair: Introduce SIS_UTIL
 //! to search idle CPU based on sum of util_avg", v4, 2022), the SIS_SMALL_LLC
-//! rule from its review thread, a PELT-like per-CPU utilization filter and
+//! rule from its review thread, the per-CPU utilization filter (the kernel's PELT) and
 //! the `scan-table` subcommand that prints the depth for a range of
 //! utilizations.
 
@@ -9,14 +9,15 @@ use anyhow::{bail, Result};
 
 use crate::sched::features::bit;
 use crate::sched::opts::DEFAULT_IMBALANCE_PCT;
+use crate::sched::pelt::{self, Pelt};
 
 /// The kernel's SCHED_CAPACITY_SCALE (intf.h's SCHED_CAPACITY).
 pub const SCHED_CAPACITY_SCALE: u64 = crate::bpf_intf::sis_consts_SCHED_CAPACITY as u64;
 
 /// LLCs of at most this many CPUs get SIS_SMALL_LLC's boost.
 const SMALL_LLC_MAX_WEIGHT: u64 = 16;
-/// PELT half-life: y^32 = 1/2 with 1 ms periods, i.e. 32 ms.
-pub const UTIL_HALF_LIFE_NS: f64 = 32_000_000.0;
+/// PELT's half-life, ns: y^32 = 1/2 with the kernel's 1024 x 1024 ns periods (33.55 ms).
+pub const UTIL_HALF_LIFE_NS: f64 = pelt::HALF_LIFE_NS as f64;
 /// The SIS_UTIL commit message's table columns (utilization in percent).
 const DEFAULT_UTIL_PCTS: [u64; 11] = [0, 5, 15, 25, 35, 45, 55, 65, 75, 85, 86];
 
@@ -172,55 +173,35 @@ pub fn sum_util_for_pct(util_pct: u64, llc_weight: u64) -> u64 {
         / 100
 }
 
-/// PELT-like per-CPU utilization filter (0..=1024) with a 32 ms half-life
-/// like the kernel's util_avg.
-///
-/// Update rule (exact, for a period of any length `p`): PELT's geometric
-/// series with y^32 = 1/2 per 1 ms, i.e. in continuous time
-///
-/// ```text
-/// decay = 2^(-p / 32 ms)
-/// util  = util * decay + (busy_ns / period_ns) * 1024 * (1 - decay)
-/// ```
-///
-/// So a CPU constantly busy from idle follows util(t) = 1024 * (1 - 2^(-t/32ms))
-/// and reaches 512 after 32 ms whatever the sampling period; idle for 32 ms
-/// halves util. The kernel's PELT has the same continuous-time limit.
-/// `busy_ns > period_ns` is clamped to `period_ns`; a 0 period leaves util
+/// The per-CPU utilization filter (0..=1024): the kernel's PELT util_avg arithmetic
+/// (`crate::sched::pelt`: 1024 x 1024 ns periods, y^32 = 1/2, so a 33.55 ms half-life, the
+/// kernel's integer decay and divider) fed with a CPU's busy time per sampling period,
+/// spread evenly over it (the one approximation: the kernel updates at each switch and
+/// adds its running time where it fell in the period). So a CPU constantly busy from idle
+/// reaches ~512 after 32 PELT periods whatever the sampling period, and idle for as long
+/// halves util. `busy_ns > period_ns` is clamped to `period_ns`; a 0 period leaves util
 /// unchanged.
 ///
-/// The state is kept as f64 and reported rounded and clamped to an integer
-/// in 0..=1024. Storing the rounded integer instead would add a dead band:
-/// with 1 ms periods, util could then never decay below 23 nor rise above
-/// 1001 (a step smaller than 0.5 rounds back to the same value).
-///
-/// Differences from the kernel's util_avg: the kernel accumulates in
-/// 1024 us segments (decay applied per whole segment, with integer
-/// truncation, so its maximum is slightly below 1024), and scales running
-/// time by frequency and CPU capacity (invariance). Here there is no
-/// invariance, and busy time is wall time the CPU was not running its idle
-/// task, as sampled by the caller, not per-entity running time.
+/// Differences from the kernel's cpu_util_cfs(): no util_est (the kernel's max of util_avg
+/// and the enqueued tasks' util_est: a per-task estimate the loader does not have; it added
+/// 0.2-2.9 points to the LLC's sum in 20 of 22 measured rows,
+/// docs/results/shadow-depth-inputs-2026-11-28), no frequency or capacity invariance, and
+/// busy time is the time the CPU was not running its idle task (every class, IRQs), as
+/// the BPF side accounts it, not the fair class's running time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct UtilFilter {
-    util: f64,
+    pelt: Pelt,
 }
 
 impl UtilFilter {
     /// Feed one sampling period: the CPU was busy `busy_ns` out of
     /// `period_ns`. Returns the new util (0..=1024).
     pub fn update(&mut self, busy_ns: u64, period_ns: u64) -> u64 {
-        if period_ns == 0 {
-            return self.util();
-        }
-        let busy_frac = busy_ns.min(period_ns) as f64 / period_ns as f64;
-        let decay = (-(period_ns as f64) / UTIL_HALF_LIFE_NS).exp2();
-        let scale = SCHED_CAPACITY_SCALE as f64;
-        self.util = (self.util * decay + busy_frac * scale * (1.0 - decay)).clamp(0.0, scale);
-        self.util()
+        self.pelt.update(busy_ns, period_ns)
     }
 
     pub fn util(&self) -> u64 {
-        (self.util.round() as u64).min(SCHED_CAPACITY_SCALE)
+        self.pelt.util_avg()
     }
 }
 
@@ -450,25 +431,31 @@ mod tests {
         assert_eq!(DepthRules::of(fit).depth(sum, 16, 117, Some(&row)), 6);
     }
 
+    /// The filter is PELT's: from idle, busy for one half-life (32 periods of 1024 x 1024
+    /// ns) reaches ~512 whatever the sampling period; then busy on, > 1000; idle for a
+    /// half-life halves it.
     #[test]
     fn filter_step_response() {
-        for period in [MS, 4 * MS, 16 * MS] {
+        const P: u64 = crate::sched::pelt::PELT_PERIOD_NS;
+        for period in [P, 4 * P, 16 * P, 20 * MS] {
             let mut f = UtilFilter::default();
             assert_eq!(f.util(), 0);
-            for _ in 0..(32 * MS / period) {
-                f.update(period, period);
-            }
-            assert!(f.util().abs_diff(512) <= 2, "period {period}: {}", f.util());
-            for _ in 0..(168 * MS / period) {
-                f.update(period, period);
-            }
+            let run = |f: &mut UtilFilter, busy: bool, ns: u64| {
+                let mut t = 0;
+                while t < ns {
+                    let s = period.min(ns - t);
+                    f.update(if busy { s } else { 0 }, s);
+                    t += s;
+                }
+            };
+            run(&mut f, true, 32 * P);
+            assert!(f.util().abs_diff(512) <= 3, "period {period}: {}", f.util());
+            run(&mut f, true, 168 * P);
             let busy = f.util();
             assert!(busy > 1000 && busy <= 1024, "period {period}: {busy}");
-            for _ in 0..(32 * MS / period) {
-                f.update(0, period);
-            }
+            run(&mut f, false, 32 * P);
             assert!(
-                f.util().abs_diff(busy / 2) <= 2,
+                f.util().abs_diff(busy / 2) <= 3,
                 "period {period}: {} vs {busy}",
                 f.util()
             );
@@ -481,18 +468,19 @@ mod tests {
         let (mut a, mut b) = (UtilFilter::default(), UtilFilter::default());
         assert_eq!(a.update(10 * MS, 4 * MS), b.update(4 * MS, 4 * MS));
         assert_eq!(a, b);
-        // Long busy saturates at 1024, never above.
-        assert_eq!(a.update(u64::MAX, 10_000 * MS), 1024);
+        // Long busy tends to 1024, never above (the kernel's truncations keep it a little under).
+        let full = a.update(u64::MAX, 10_000 * MS);
+        assert!((1020..=1024).contains(&full), "{full}");
         // Period 0 leaves util unchanged.
         let before = a;
-        assert_eq!(a.update(5 * MS, 0), 1024);
+        assert_eq!(a.update(5 * MS, 0), full);
         assert_eq!(a, before);
         // Half busy converges to 512.
         let mut h = UtilFilter::default();
         for _ in 0..1000 {
             h.update(2 * MS, 4 * MS);
         }
-        assert_eq!(h.util(), 512);
+        assert!(h.util().abs_diff(512) <= 1, "{}", h.util());
     }
 
     #[test]

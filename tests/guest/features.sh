@@ -90,7 +90,7 @@ scx_sisutil features SIS_UTIL NO_SIS_PROP > /dev/null
 # measured while they start would scan a half-idle machine and read as SIS_UTIL not
 # skipping). HANG_S is a hang guard, not a margin.
 overload_start
-sleep 2   # let the utilization filter see the load (32 ms half-life; plenty)
+sleep 2   # let the utilization filter see the load (PELT's 33.55 ms half-life; plenty)
 
 # measure NAME FEATURES...: switch, then two 2-second monitor reports into /tmp/m_NAME.json.
 measure() {

@@ -82,8 +82,8 @@ nth_row() { awk -v n="$1" -v from="$2" '$1 >= from && ++k == n { print $1 }' /tm
 # vCPUs): CI saw reports 2.4 s apart right after SIGCONT (13.7 s, 16.1 s) and the depth 0 at
 # the second, 3.9 s after SIGCONT, against a limit of 2.5 s. The bound is what the series can
 # show, not a guess of how long the guest stalls. With reports 0.5 s apart it is SECS + at
-# most 1 s; the loader's filter reaches 0 in well under a second of loaded guest time (32 ms
-# half-life), so a depth that does not follow the load still fails.
+# most 1 s; the loader's filter reaches 0 in well under a second of loaded guest time (PELT's
+# 33.55 ms half-life), so a depth that does not follow the load still fails.
 limit_for() {
   local second
   second=$(nth_row 2 "$(plus "$2" "$1")")
