@@ -11,7 +11,8 @@
  *   wake_affine_weight   cpu_load() of this and prev, task_h_load(current),
  *                        task_h_load(p), capacity_of() of both
  *   select_idle_sibling  available_idle_cpu / sched_idle_cpu of every CPU of
- *                        the two LLCs involved, is_per_cpu_kthread(current)
+ *                        the two LLCs involved (idle_cpu() and, apart,
+ *                        vcpu_is_preempted(): KVM's steal_time.preempted), is_per_cpu_kthread(current)
  *                        && in_task() (preempt_count), p->recent_used_cpu, and of
  *                        sd_llc_shared: has_idle_cores, nr_idle_scan
  *
@@ -118,6 +119,15 @@ struct shadow_rec {
 	u64 prev_load_exit;
 	u64 waker_load_exit;
 	u64 wakee_load_exit;
+	/*
+	 * vcpu_is_preempted() of the CPUs read at entry (x86 KVM: per_cpu(steal_time,
+	 * cpu).preempted & KVM_VCPU_PREEMPTED): available_idle_cpu() is idle_cpu() (avail_idle)
+	 * and not this; src/tools/shadow.rs takes them apart. vcpu_read 0: not exposed (no
+	 * steal_time in the kernel's BTF), the mask empty. idle_exit already excludes them.
+	 */
+	u64 vcpu_preempted[MASK_WORDS];
+	u32 vcpu_read;
+	u32 vcpu_pad;
 	char waker_comm[16];	/* record_comm only (shadow --record --comm); else zeros */
 	char wakee_comm[16];
 };
@@ -175,6 +185,30 @@ static __always_inline u32 shadow_preempt_count(struct rq *this_rq)
 	if (pc_layout && this_rq)
 		bpf_probe_read_kernel(&pc, sizeof(pc), (void *)this_rq + pc_from_rq);
 	return pc;
+}
+
+/*
+ * vcpu_is_preempted(cpu) (x86 KVM guests with steal time: __kvm_vcpu_is_preempted(),
+ * arch/x86/kernel/kvm.c: per_cpu(steal_time, cpu).preempted & KVM_VCPU_PREEMPTED, bit 0; the
+ * host sets it when it schedules the vCPU out while runnable, the guest never writes it
+ * before it registers steal time, so it reads 0 where pv steal time is off, as the native
+ * vcpu_is_preempted() returns false). Read as the preempt count is: at the distance the
+ * loader finds in the kernel's BTF (.data..percpu) from `runqueues` to steal_time.preempted,
+ * so that no per-CPU data symbol is named (a typed `steal_time __ksym __weak` would make the
+ * verifier refuse every program on a kernel whose kallsyms does not list it, as the 6.18
+ * build host's; a weak ksym only covers a symbol absent from BTF). st_read 0 (no steal_time
+ * in BTF: not x86, or no CONFIG_KVM_GUEST): not read, every CPU not preempted.
+ */
+const volatile s64 st_from_rq;
+const volatile bool st_read;
+
+static __always_inline bool rq_vcpu_preempted(struct rq *rq)
+{
+	u8 v = 0;
+
+	if (st_read && rq)
+		bpf_probe_read_kernel(&v, sizeof(v), (void *)rq + st_from_rq);
+	return v & 1;	/* KVM_VCPU_PREEMPTED */
 }
 
 /*
@@ -260,7 +294,7 @@ static __always_inline struct rq *shadow_rq(s32 cpu, const bool learned)
 	return rq;
 }
 
-/* idle_cpu() (the state available_idle_cpu() reads; no vcpu_is_preempted(), see DESIGN) */
+/* idle_cpu() (available_idle_cpu() is this && !vcpu_is_preempted(): rq_vcpu_preempted()) */
 static __always_inline bool rq_idle(struct rq *rq)
 {
 	return BPF_CORE_READ(rq, curr) == BPF_CORE_READ(rq, idle) &&
@@ -322,7 +356,7 @@ static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, c
 	bpf_for(i, 0, nr) {
 		s32 c = topo.llc_cpus[(start + i) & (MAX_CPUS - 1)];
 		struct rq *rq = shadow_rq(c, learned);
-		bool avail, sidle;
+		bool avail, sidle, preempted;
 
 		if (!rq) {
 			r->unknown |= 0x80000000;	/* a CPU not read: the record is dropped */
@@ -334,8 +368,10 @@ static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, c
 		else
 			avail = rq_idle(rq);
 		sidle = rq_sched_idle(rq);
+		preempted = rq_vcpu_preempted(rq);
 		if (exit) {
-			if (avail || sidle)
+			/* available_idle_cpu() at exit, as the kernel's idle tests read it */
+			if ((avail && !preempted) || sidle)
 				mask_put(r->idle_exit, c);
 			continue;
 		}
@@ -348,6 +384,8 @@ static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, c
 		}
 		if (avail)
 			mask_put(r->avail_idle, c);
+		if (preempted)
+			mask_put(r->vcpu_preempted, c);
 		if (sidle)
 			mask_put(r->sched_idle, c);
 	}
@@ -527,6 +565,7 @@ static __always_inline int on_entry(void *ctx, struct task_struct *p, s32 prev,
 	prev_rq = prev >= 0 && prev < MAX_CPUS ? shadow_rq(prev, learned) : NULL;
 	r->pc_layout = pc_layout;
 	r->preempt_count = shadow_preempt_count(this_rq);
+	r->vcpu_read = st_read;
 	if (this_rq) {
 		r->this_nr_running = BPF_CORE_READ(this_rq, nr_running);
 		r->this_nr_delayed = rq_nr_delayed(this_rq);
