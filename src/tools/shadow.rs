@@ -1199,7 +1199,8 @@ fn dump_line(step: &str, r: &Rec, idle: &[u64; WORDS], port: &Run) -> String {
         "shadow: disagreement at {step}: this {} prev {} recent {} kernel {} port {} \
          wake_flags {:#x} sync {} pcpu_kthread {} this_nr_running {} (delayed {}) idle {:#x} \
          sched_idle {:#x} allowed {:#x} has_idle_cores {:?} nr_idle_scan {:?} \
-         fast {} scanned {}",
+         fast {} scanned {} load this {} prev {} waker {} wakee {} cap {}/{} \
+         at exit {:?} vcpu_preempted {:#x} ns {}",
         r.this_cpu,
         r.prev,
         r.recent_used_cpu,
@@ -1217,6 +1218,20 @@ fn dump_line(step: &str, r: &Rec, idle: &[u64; WORDS], port: &Run) -> String {
         r.nr_idle_scan,
         stat(port, bi::sis_stat_STAT_FAST),
         stat(port, bi::sis_stat_STAT_SCANNED),
+        r.this_load,
+        r.prev_load,
+        r.waker_load,
+        r.wakee_load,
+        r.this_cap,
+        r.prev_cap,
+        (r.wa_exit_read != 0).then_some((
+            r.this_load_exit,
+            r.prev_load_exit,
+            r.waker_load_exit,
+            r.wakee_load_exit
+        )),
+        r.vcpu_preempted[0],
+        r.ns,
     )
 }
 
@@ -1332,6 +1347,10 @@ impl VcpuPreempted {
     }
 }
 
+/// shadow_rec.wa_active: this_rq, prev's rq worked on between entry and exit
+const WA_ACTIVE_THIS: u32 = 1;
+const WA_ACTIVE_PREV: u32 = 2;
+
 /// `r` with wake_affine()'s inputs as re-read at exit (shadow.bpf.c's read_wa_exit()): this_rq
 /// nr_running and cfs_h_nr_delayed(), cpu_load() of this and prev, task_h_load() of p and
 /// current; `r` itself where the record has none (wa_exit_read 0: recorded before them).
@@ -1342,12 +1361,35 @@ fn wa_exit(r: &Rec) -> Rec {
         x.this_nr_delayed = r.this_nr_delayed_exit;
         x.this_load = r.this_load_exit;
         x.prev_load = r.prev_load_exit;
+
         x.wakee_load = r.wakee_load_exit;
         if r.waker_load != 0 {
             x.waker_load = r.waker_load_exit;
         }
     }
     x
+}
+
+/// The two corners of what cpu_load() of this and prev may have been when the kernel read
+/// them, where a runqueue was worked on between entry and exit (shadow.bpf.c's wa_active):
+/// the kernel reads them unlocked and a locked section passes through loads never seen at
+/// entry or exit (reweight_entity() takes a group entity's load off the cfs_rq, then puts
+/// the reweighted one back), so such a load is anything from 0 to the larger of the two
+/// reads, another's between its two reads. wake_affine_weight() pulls to this_cpu the more,
+/// the lower this_cpu's load and the higher prev's: [0] is the corner most for this_cpu, [1]
+/// the one most for prev; the rest is `x`, the exit's inputs (wa_exit()). None: neither
+/// runqueue was worked on, or no exit reads.
+fn wa_corners(r: &Rec, x: &Rec) -> Option<[Rec; 2]> {
+    if r.wa_exit_read == 0 || r.wa_active & (WA_ACTIVE_THIS | WA_ACTIVE_PREV) == 0 {
+        return None;
+    }
+    let range = |a: u64, b: u64, active: bool| (if active { 0 } else { a.min(b) }, a.max(b));
+    let (t_lo, t_hi) = range(r.this_load, x.this_load, r.wa_active & WA_ACTIVE_THIS != 0);
+    let (p_lo, p_hi) = range(r.prev_load, x.prev_load, r.wa_active & WA_ACTIVE_PREV != 0);
+    let (mut to_this, mut to_prev) = (*x, *x);
+    (to_this.this_load, to_this.prev_load) = (t_lo, p_hi);
+    (to_prev.this_load, to_prev.prev_load) = (t_hi, p_lo);
+    Some([to_this, to_prev])
 }
 
 /// wake_affine()'s inputs the same in `a` and `b`
@@ -1594,6 +1636,10 @@ fn analyse_with(
             let rx = (racy_given.is_none() && !racy_anyway)
                 .then(|| wa_exit(r))
                 .filter(|x| !wa_same(r, x));
+            // and the corners of a load read mid-update (after it)
+            let corners = (racy_given.is_none() && !racy_anyway)
+                .then(|| wa_corners(r, &wa_exit(r)))
+                .flatten();
             let (rec, idle) = (vrecs.len() as u32, idles.len() as u32);
             let ask = |rec: u32, idle: u32, feat: u64| Ask {
                 rec,
@@ -1606,6 +1652,7 @@ fn analyse_with(
                 idle,
                 port: asks.len(),
                 exit: None,
+                corners: None,
                 vars: asks.len() + 1..asks.len() + 1,
                 words: 0,
                 loader: None,
@@ -1621,6 +1668,12 @@ fn analyse_with(
                     };
                     p.exit = Some(asks.len());
                     asks.push(ask(x, idle + 1, feat));
+                }
+                if corners.is_some() {
+                    let c = rec + vars.len() as u32 + rx.is_some() as u32;
+                    p.corners = Some(asks.len());
+                    asks.push(ask(c, idle, feat));
+                    asks.push(ask(c + 1, idle, feat));
                 }
                 p.vars = asks.len()..asks.len() + vars.len() - 1;
                 for v in 1..vars.len() as u32 {
@@ -1643,12 +1696,14 @@ fn analyse_with(
                     l.nr_idle_scan[i] = d.get(llc as usize).map_or(-1, |&v| v as i32);
                 }
                 p.loader = Some(asks.len());
-                let at = rec + vars.len() as u32 + rx.is_some() as u32;
+                let at =
+                    rec + vars.len() as u32 + rx.is_some() as u32 + 2 * corners.is_some() as u32;
                 asks.push(ask(at, idle, feat));
                 Some(l)
             });
             vrecs.extend(vars);
             vrecs.extend(rx);
+            vrecs.extend(corners.into_iter().flatten());
             vrecs.extend(lrec);
             idles.push(entry);
             idles.push(exit);
@@ -1675,6 +1730,9 @@ fn analyse_with(
                     let mut racy = p.racy_anyway || changed(port.cpu);
                     if let (false, Some(x)) = (racy, p.exit) {
                         racy = runs[x].cpu != port.cpu;
+                    }
+                    if let (false, Some(c)) = (racy, p.corners) {
+                        racy = runs[c].cpu != port.cpu || runs[c + 1].cpu != port.cpu;
                     }
                     racy
                 }
@@ -1840,6 +1898,9 @@ struct Plan {
     /// the run on the exit state (entry != exit, or wake_affine()'s inputs re-read at exit
     /// differ: then on wa_exit()'s record, after the variants; not racy anyway)
     exit: Option<usize>,
+    /// the two runs on wa_corners()' records (after wa_exit()'s), where a runqueue was
+    /// worked on between entry and exit; not racy anyway
+    corners: Option<usize>,
     /// the other variants' runs (not racy anyway)
     vars: std::ops::Range<usize>,
     /// the first of the policies' words' runs (not racy anyway)
@@ -2550,6 +2611,43 @@ mod tests {
         assert_eq!(st_place(&v, None), None);
         assert_eq!(st_place(&m(&[("runqueues", 8)]), Some(16)), None);
         assert_eq!(st_place(&m(&[("steal_time", 8)]), Some(16)), None);
+    }
+
+    /// The residual `wake_affine` of the 6.18 host (tracepoints, half load): a sync wake-up
+    /// whose wake_affine_weight() margin was a few units of prev's load, which another CPU
+    /// moved before the selection; prev's load at exit (now re-read where p was queued on
+    /// prev) gives the kernel's answer: racy, not a disagreement. And where the loads read
+    /// the same at both ends but a runqueue was worked on between (wa_active), the load the
+    /// kernel read unlocked may have been any lower one (wa_corners()).
+    #[test]
+    fn shadow_racy_prev_load_at_sched_wakeup() {
+        let t = topo(1, 2, 1);
+        let mut r = rec(1, 0, &[], 2, 0, 2);
+        r.sync = 1;
+        (r.this_nr_running, r.this_load, r.prev_load) = (44, 2658, 2455);
+        (r.waker_load, r.wakee_load) = (13, 1);
+        r.last_wakee_is_p = 1;
+        (r.waker_flips, r.waker_flips_exit, r.wakee_flips) = (126, 126, 80);
+        // entry only (before: prev's load kept from entry): a wake_affine disagreement
+        assert_eq!(step_of(&analyse_one(&t, r)), "wake_affine");
+        let mut x = r;
+        x.wa_exit_read = 1;
+        (x.this_nr_running_exit, x.this_nr_delayed_exit) = (44, 0);
+        (x.this_load_exit, x.prev_load_exit) = (2658, 2450);
+        (x.waker_load_exit, x.wakee_load_exit) = (13, 1);
+        let o = analyse_one(&t, x);
+        assert_eq!((o.compared, o.racy), (0, 1), "{o:?}");
+        // the same loads at exit: compared, unless prev's runqueue was worked on in between
+        // (its load may have been read mid-update, as low as 0: prev would win): racy
+        x.prev_load_exit = 2455;
+        assert_eq!(step_of(&analyse_one(&t, x)), "wake_affine");
+        x.wa_active = WA_ACTIVE_PREV;
+        let o = analyse_one(&t, x);
+        assert_eq!((o.compared, o.racy), (0, 1), "{o:?}");
+        // this_rq's worked on: a lower load of this_cpu only pulls harder, the port's CPU
+        // stays: compared
+        x.wa_active = WA_ACTIVE_THIS;
+        assert_eq!(step_of(&analyse_one(&t, x)), "wake_affine");
     }
 
     #[test]

@@ -167,6 +167,14 @@ pub struct WaExit {
     pub prev_load: u64,
     pub waker_load: u64,
     pub wakee_load: u64,
+    /// shadow_rec.wa_active: bit 0 this_rq, bit 1 prev's, worked on between entry and exit
+    /// (optional: absent, 0, from files recorded before it)
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub active: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 /// RecLine: `struct shadow_rec` as a JSON object; the masks as CPU lists. Read typed (no
@@ -211,6 +219,7 @@ macro_rules! rec_line {
                     prev_load: r.prev_load_exit,
                     waker_load: r.waker_load_exit,
                     wakee_load: r.wakee_load_exit,
+                    active: r.wa_active,
                 }),
             }
         }
@@ -239,6 +248,7 @@ macro_rules! rec_line {
                 r.prev_load_exit = w.prev_load;
                 r.waker_load_exit = w.waker_load;
                 r.wakee_load_exit = w.wakee_load;
+                r.wa_active = w.active;
             }
             r
         }
