@@ -225,6 +225,8 @@ pub struct Report {
     pub policies: Vec<PolicyRow>,
     /// the SIS_FIT counterfactual: its fit, or why it is not replayed
     pub sis_fit: String,
+    /// vcpu_is_preempted() of the snapshots' CPUs: whether it was read, how many preempted
+    pub vcpu_preempted: VcpuPreempted,
     /// the loader's depth beside the kernel's nr_idle_scan (shadow_depth.rs); null for a
     /// recording without busy-time samples
     pub depth: Option<DepthReport>,
@@ -476,6 +478,38 @@ fn kernel_pc_place() -> Option<(i64, u32)> {
     pc_place(&pcpu, hot_member)
 }
 
+/// Where vcpu_is_preempted()'s flag lies from `runqueues` in a CPU's per-CPU area (shadow.bpf.c's
+/// st_from_rq): the per-CPU `steal_time` (x86 KVM guests, arch/x86/kernel/kvm.c) plus the
+/// offset of `preempted` in struct kvm_steal_time (`member`), from the per-CPU variables'
+/// offsets in the kernel's BTF (`pcpu`). None: not exposed (no steal_time: not x86, or no
+/// CONFIG_KVM_GUEST), every CPU then read as not preempted.
+fn st_place(pcpu: &BTreeMap<String, u32>, member: Option<u32>) -> Option<i64> {
+    let rq = *pcpu.get("runqueues")? as i64;
+    Some(*pcpu.get("steal_time")? as i64 + member? as i64 - rq)
+}
+
+/// st_place() on the running kernel's BTF (/sys/kernel/btf/vmlinux).
+fn kernel_st_place() -> Option<i64> {
+    use libbpf_rs::btf::{types, Btf, ReferencesType};
+    let btf = Btf::from_vmlinux().ok()?;
+    let sec: types::DataSec = btf.type_by_name(".data..percpu")?;
+    let mut pcpu = BTreeMap::new();
+    let mut member = None;
+    for v in sec.iter() {
+        let Some(var) = btf.type_by_id::<types::Var>(v.ty) else {
+            continue;
+        };
+        let Some(name) = var.name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if name == "steal_time" {
+            member = member_offset(&btf, var.referenced_type_id(), "preempted", 0);
+        }
+        pcpu.insert(name.to_string(), v.offset);
+    }
+    st_place(&pcpu, member)
+}
+
 /// Why the kernel refuses kprobes, where it has none (CONFIG_KPROBES off: no kprobe PMU and
 /// no tracefs kprobe_events); None where it has them.
 fn no_kprobes() -> Option<&'static str> {
@@ -577,10 +611,11 @@ fn record(
     // always learn); the preempt count's place from BTF either way
     let have_runqueues = kallsyms_has("runqueues");
     let pc = kernel_pc_place();
+    let st = kernel_st_place();
     for &mode in modes {
         let mut obj = MaybeUninit::<OpenObject>::uninit();
         let learned = mode == Attach::Tracepoint || !have_runqueues;
-        let traced = match tracer(&mut obj, topo, mode, comm, learned, pc)? {
+        let traced = match tracer(&mut obj, topo, mode, comm, learned, pc, st)? {
             Ok(skel) => trace(skel, topo, mode, learned, secs, stop),
             Err(e) => {
                 errs.push(e);
@@ -604,6 +639,7 @@ fn tracer<'obj>(
     comm: bool,
     learned: bool,
     pc: Option<(i64, u32)>,
+    st: Option<i64>,
 ) -> Result<std::result::Result<ShadowSkel<'obj>, String>> {
     let mut open = ShadowSkelBuilder::default()
         .open(obj)
@@ -644,6 +680,10 @@ fn tracer<'obj>(
     if let Some((from_rq, layout)) = pc {
         ro.pc_from_rq = from_rq;
         ro.pc_layout = layout;
+    }
+    if let Some(from_rq) = st {
+        ro.st_from_rq = from_rq;
+        ro.st_read = true;
     }
     if let Some(r) = kallsyms_ranges(&SYNC_FNS) {
         for (i, (lo, hi)) in r.into_iter().enumerate() {
@@ -1159,7 +1199,8 @@ fn dump_line(step: &str, r: &Rec, idle: &[u64; WORDS], port: &Run) -> String {
         "shadow: disagreement at {step}: this {} prev {} recent {} kernel {} port {} \
          wake_flags {:#x} sync {} pcpu_kthread {} this_nr_running {} (delayed {}) idle {:#x} \
          sched_idle {:#x} allowed {:#x} has_idle_cores {:?} nr_idle_scan {:?} \
-         fast {} scanned {}",
+         fast {} scanned {} load this {} prev {} waker {} wakee {} cap {}/{} \
+         at exit {:?} vcpu_preempted {:#x} ns {}",
         r.this_cpu,
         r.prev,
         r.recent_used_cpu,
@@ -1177,6 +1218,20 @@ fn dump_line(step: &str, r: &Rec, idle: &[u64; WORDS], port: &Run) -> String {
         r.nr_idle_scan,
         stat(port, bi::sis_stat_STAT_FAST),
         stat(port, bi::sis_stat_STAT_SCANNED),
+        r.this_load,
+        r.prev_load,
+        r.waker_load,
+        r.wakee_load,
+        r.this_cap,
+        r.prev_cap,
+        (r.wa_exit_read != 0).then_some((
+            r.this_load_exit,
+            r.prev_load_exit,
+            r.waker_load_exit,
+            r.wakee_load_exit
+        )),
+        r.vcpu_preempted[0],
+        r.ns,
     )
 }
 
@@ -1215,6 +1270,21 @@ fn apply_in_task(r: &mut Rec) {
     }
 }
 
+/// The idle mask the replay runs on, of the CPUs read at entry: fair.c's idle tests
+/// (wake_affine_idle(), select_idle_sibling()'s target/prev/recent_used_cpu checks,
+/// select_idle_smt(), __select_idle_cpu(), select_idle_core()) all take
+/// `available_idle_cpu(cpu) || sched_idle_cpu(cpu)` (select_idle_core() the second as its
+/// fallback only, see DESIGN), and available_idle_cpu() is idle_cpu() && !vcpu_is_preempted():
+/// an idle CPU whose vCPU the host preempted is not idle to the kernel. sched_idle_cpu() does
+/// not look at the vCPU.
+fn entry_idle(r: &Rec) -> [u64; WORDS] {
+    let mut m = [0u64; WORDS];
+    for (w, m) in m.iter_mut().enumerate().take(8) {
+        *m = ((r.avail_idle[w] & !r.vcpu_preempted[w]) | r.sched_idle[w]) & r.read[w];
+    }
+    m
+}
+
 fn pct(a: u64, b: u64) -> f64 {
     if b == 0 {
         0.0
@@ -1241,7 +1311,45 @@ struct Analysis {
     by_class: [(u64, u64); OUT_CLASSES],
     /// the loader's depth beside the kernel's, over the compared wake-ups
     depth: DepthAcc,
+    /// vcpu_is_preempted() (VcpuPreempted): records that read it, CPUs read preempted,
+    /// of them idle_cpu() (the kernel refused them)
+    vcpu: (u64, u64, u64),
 }
+
+/// vcpu_is_preempted() in the snapshots (report `vcpu_preempted`): `state` "read" (every
+/// record read steal_time.preempted), "not exposed" (none could: no steal_time in the
+/// kernel's BTF, or a recording from before the field), or "read in N of M records"; of
+/// the CPUs read per wake-up, how many were preempted and how many of those were idle_cpu()
+/// (idle but not available_idle_cpu(): the replay takes them as busy, as fair.c does).
+#[derive(Serialize, Debug, Clone, Default)]
+pub struct VcpuPreempted {
+    pub state: String,
+    pub records_read: u64,
+    pub cpus_preempted: u64,
+    pub idle_preempted: u64,
+}
+
+impl VcpuPreempted {
+    pub fn of(records: u64, (read, cpus, idle): (u64, u64, u64)) -> VcpuPreempted {
+        let state = if read == 0 {
+            "not exposed".to_string()
+        } else if read == records {
+            "read".to_string()
+        } else {
+            format!("read in {read} of {records} records")
+        };
+        VcpuPreempted {
+            state,
+            records_read: read,
+            cpus_preempted: cpus,
+            idle_preempted: idle,
+        }
+    }
+}
+
+/// shadow_rec.wa_active: this_rq, prev's rq worked on between entry and exit
+const WA_ACTIVE_THIS: u32 = 1;
+const WA_ACTIVE_PREV: u32 = 2;
 
 /// `r` with wake_affine()'s inputs as re-read at exit (shadow.bpf.c's read_wa_exit()): this_rq
 /// nr_running and cfs_h_nr_delayed(), cpu_load() of this and prev, task_h_load() of p and
@@ -1253,12 +1361,35 @@ fn wa_exit(r: &Rec) -> Rec {
         x.this_nr_delayed = r.this_nr_delayed_exit;
         x.this_load = r.this_load_exit;
         x.prev_load = r.prev_load_exit;
+
         x.wakee_load = r.wakee_load_exit;
         if r.waker_load != 0 {
             x.waker_load = r.waker_load_exit;
         }
     }
     x
+}
+
+/// The two corners of what cpu_load() of this and prev may have been when the kernel read
+/// them, where a runqueue was worked on between entry and exit (shadow.bpf.c's wa_active):
+/// the kernel reads them unlocked and a locked section passes through loads never seen at
+/// entry or exit (reweight_entity() takes a group entity's load off the cfs_rq, then puts
+/// the reweighted one back), so such a load is anything from 0 to the larger of the two
+/// reads, another's between its two reads. wake_affine_weight() pulls to this_cpu the more,
+/// the lower this_cpu's load and the higher prev's: [0] is the corner most for this_cpu, [1]
+/// the one most for prev; the rest is `x`, the exit's inputs (wa_exit()). None: neither
+/// runqueue was worked on, or no exit reads.
+fn wa_corners(r: &Rec, x: &Rec) -> Option<[Rec; 2]> {
+    if r.wa_exit_read == 0 || r.wa_active & (WA_ACTIVE_THIS | WA_ACTIVE_PREV) == 0 {
+        return None;
+    }
+    let range = |a: u64, b: u64, active: bool| (if active { 0 } else { a.min(b) }, a.max(b));
+    let (t_lo, t_hi) = range(r.this_load, x.this_load, r.wa_active & WA_ACTIVE_THIS != 0);
+    let (p_lo, p_hi) = range(r.prev_load, x.prev_load, r.wa_active & WA_ACTIVE_PREV != 0);
+    let (mut to_this, mut to_prev) = (*x, *x);
+    (to_this.this_load, to_this.prev_load) = (t_lo, p_hi);
+    (to_prev.this_load, to_prev.prev_load) = (t_hi, p_lo);
+    Some([to_this, to_prev])
 }
 
 /// wake_affine()'s inputs the same in `a` and `b`
@@ -1443,6 +1574,7 @@ fn analyse_with(
     let mut undecided: BTreeMap<String, u64> = BTreeMap::new();
     let mut by_class = [(0u64, 0u64); OUT_CLASSES];
     let mut depth = DepthAcc::default();
+    let mut vcpu = (0u64, 0u64, 0u64);
     let llc_of = |t: &bi::sis_topo, c: i32| t.cpu_llc[c as usize % MAX_CPUS] as i32;
     // a policy whose word is the kernel's (the `kernel` row; `patched` where the kernel's
     // features are its) is the port's run again: each replay sets the whole machine from
@@ -1468,15 +1600,22 @@ fn analyse_with(
         // per record of the group: None (WF_CURRENT_CPU) or its Plan
         let mut plans: Vec<Option<Plan>> = Vec::with_capacity(group.len());
         for (i, r) in group.iter().enumerate() {
+            if r.vcpu_read != 0 {
+                vcpu.0 += 1;
+                for w in 0..8.min(WORDS) {
+                    let pre = r.vcpu_preempted[w] & r.read[w];
+                    vcpu.1 += pre.count_ones() as u64;
+                    vcpu.2 += (pre & r.avail_idle[w]).count_ones() as u64;
+                }
+            }
             if r.wake_flags & WF_CURRENT_CPU != 0 {
                 plans.push(None);
                 continue;
             }
-            let mut entry = [0u64; WORDS];
+            let entry = entry_idle(r);
             let mut exit = [0u64; WORDS];
-            for w in 0..8.min(WORDS) {
-                entry[w] = (r.avail_idle[w] | r.sched_idle[w]) & r.read[w];
-                exit[w] = r.idle_exit[w] & r.read[w];
+            for (w, x) in exit.iter_mut().enumerate().take(8) {
+                *x = r.idle_exit[w] & r.read[w];
             }
             // an input the attachment could not read (tracepoints: WF_SYNC, in_task()) is
             // replayed both ways; the wake-up is compared only where the port's CPU is the same
@@ -1497,6 +1636,10 @@ fn analyse_with(
             let rx = (racy_given.is_none() && !racy_anyway)
                 .then(|| wa_exit(r))
                 .filter(|x| !wa_same(r, x));
+            // and the corners of a load read mid-update (after it)
+            let corners = (racy_given.is_none() && !racy_anyway)
+                .then(|| wa_corners(r, &wa_exit(r)))
+                .flatten();
             let (rec, idle) = (vrecs.len() as u32, idles.len() as u32);
             let ask = |rec: u32, idle: u32, feat: u64| Ask {
                 rec,
@@ -1509,6 +1652,7 @@ fn analyse_with(
                 idle,
                 port: asks.len(),
                 exit: None,
+                corners: None,
                 vars: asks.len() + 1..asks.len() + 1,
                 words: 0,
                 loader: None,
@@ -1524,6 +1668,12 @@ fn analyse_with(
                     };
                     p.exit = Some(asks.len());
                     asks.push(ask(x, idle + 1, feat));
+                }
+                if corners.is_some() {
+                    let c = rec + vars.len() as u32 + rx.is_some() as u32;
+                    p.corners = Some(asks.len());
+                    asks.push(ask(c, idle, feat));
+                    asks.push(ask(c + 1, idle, feat));
                 }
                 p.vars = asks.len()..asks.len() + vars.len() - 1;
                 for v in 1..vars.len() as u32 {
@@ -1546,12 +1696,14 @@ fn analyse_with(
                     l.nr_idle_scan[i] = d.get(llc as usize).map_or(-1, |&v| v as i32);
                 }
                 p.loader = Some(asks.len());
-                let at = rec + vars.len() as u32 + rx.is_some() as u32;
+                let at =
+                    rec + vars.len() as u32 + rx.is_some() as u32 + 2 * corners.is_some() as u32;
                 asks.push(ask(at, idle, feat));
                 Some(l)
             });
             vrecs.extend(vars);
             vrecs.extend(rx);
+            vrecs.extend(corners.into_iter().flatten());
             vrecs.extend(lrec);
             idles.push(entry);
             idles.push(exit);
@@ -1578,6 +1730,9 @@ fn analyse_with(
                     let mut racy = p.racy_anyway || changed(port.cpu);
                     if let (false, Some(x)) = (racy, p.exit) {
                         racy = runs[x].cpu != port.cpu;
+                    }
+                    if let (false, Some(c)) = (racy, p.corners) {
+                        racy = runs[c].cpu != port.cpu || runs[c + 1].cpu != port.cpu;
                     }
                     racy
                 }
@@ -1711,6 +1866,7 @@ fn analyse_with(
         undecided,
         by_class,
         depth,
+        vcpu,
     })
 }
 
@@ -1742,6 +1898,9 @@ struct Plan {
     /// the run on the exit state (entry != exit, or wake_affine()'s inputs re-read at exit
     /// differ: then on wa_exit()'s record, after the variants; not racy anyway)
     exit: Option<usize>,
+    /// the two runs on wa_corners()' records (after wa_exit()'s), where a runqueue was
+    /// worked on between entry and exit; not racy anyway
+    corners: Option<usize>,
     /// the other variants' runs (not racy anyway)
     vars: std::ops::Range<usize>,
     /// the first of the policies' words' runs (not racy anyway)
@@ -1788,6 +1947,11 @@ fn print_table(rep: &Report) {
             s.agree, s.differ
         );
     }
+    let v = &rep.vcpu_preempted;
+    println!(
+        "vcpu_is_preempted(): {}; snapshot CPUs preempted {} (idle_cpu() but not available: {})",
+        v.state, v.cpus_preempted, v.idle_preempted
+    );
     if !rep.undecided.is_empty() {
         println!(
             "undecided (an unreadable input decides the port's CPU): {:?}",
@@ -1953,6 +2117,7 @@ fn live_report(
         disagreements: a.disagreements,
         policies: a.policies,
         sis_fit: ro.sis_fit.clone(),
+        vcpu_preempted: VcpuPreempted::of(recs.len() as u64, a.vcpu),
         depth: Some(a.depth.report()),
         mutant,
     })
@@ -2387,6 +2552,102 @@ mod tests {
         x.prev_load_exit = r.prev_load + 1;
         let o = analyse_one(&t, x);
         assert_eq!((o.compared, o.racy), (1, 0), "{o:?}");
+    }
+
+    /// available_idle_cpu() is idle_cpu() && !vcpu_is_preempted(): an idle CPU whose vCPU
+    /// the host preempted is busy to every idle test of fair.c (target, prev, the LLC scan),
+    /// sched_idle_cpu() is not; where vcpu_is_preempted() was not read the mask is empty.
+    #[test]
+    fn shadow_vcpu_preempted_is_not_available_idle() {
+        let t = topo(1, 4, 1);
+        // this = prev = 1 busy, 2 and 3 idle, 2's vCPU preempted: the scan from 2 takes 3
+        let mut r = rec(1, 1, &[2, 3], 4, 3, 4);
+        r.vcpu_read = 1;
+        r.vcpu_preempted[0] = 1 << 2;
+        r.idle_exit[0] &= !(1 << 2); // shadow.bpf.c's exit state: available_idle_cpu()
+        let o = analyse_one(&t, r);
+        assert_eq!((o.compared, o.agreed), (1, 1), "{o:?}");
+        assert_eq!(o.vcpu, (1, 1, 1));
+        // read as idle (not modelled): the port takes 2
+        let mut n = r;
+        (n.vcpu_read, n.vcpu_preempted[0]) = (0, 0);
+        n.idle_exit[0] |= 1 << 2;
+        assert_eq!(step_of(&analyse_one(&t, n)), "select_idle_cpu");
+        // prev 2 idle but preempted: no fast return on prev, the scan finds 3
+        let mut p = rec(1, 2, &[2, 3], 4, 3, 4);
+        (p.vcpu_read, p.vcpu_preempted[0]) = (1, 1 << 2);
+        p.idle_exit[0] &= !(1 << 2);
+        assert_eq!(analyse_one(&t, p).agreed, 1);
+        // a SCHED_IDLE CPU is taken whatever its vCPU (sched_idle_cpu() does not ask)
+        let mut si = rec(1, 1, &[3], 4, 2, 4);
+        si.sched_idle[0] = 1 << 2;
+        si.idle_exit[0] |= 1 << 2;
+        (si.vcpu_read, si.vcpu_preempted[0]) = (1, 1 << 2);
+        let o = analyse_one(&t, si);
+        assert_eq!((o.agreed, o.vcpu), (1, (1, 1, 0)), "{o:?}");
+        // the report's line
+        let v = VcpuPreempted::of(3, (3, 2, 1));
+        assert_eq!(
+            (v.state.as_str(), v.cpus_preempted, v.idle_preempted),
+            ("read", 2, 1)
+        );
+        assert_eq!(VcpuPreempted::of(3, (0, 0, 0)).state, "not exposed");
+        assert_eq!(
+            VcpuPreempted::of(3, (1, 0, 0)).state,
+            "read in 1 of 3 records"
+        );
+    }
+
+    /// steal_time.preempted's distance from runqueues, from the per-CPU variables BTF lists
+    /// (6.18 build host: steal_time at 97280, preempted at 16 in struct kvm_steal_time);
+    /// none without steal_time or its member (not x86, no CONFIG_KVM_GUEST).
+    #[test]
+    fn shadow_steal_time_place_from_btf() {
+        let m = |v: &[(&str, u32)]| -> BTreeMap<String, u32> {
+            v.iter().map(|(k, o)| (k.to_string(), *o)).collect()
+        };
+        let v = m(&[("steal_time", 97280), ("runqueues", 178752)]);
+        assert_eq!(st_place(&v, Some(16)), Some(97280 + 16 - 178752));
+        assert_eq!(st_place(&v, None), None);
+        assert_eq!(st_place(&m(&[("runqueues", 8)]), Some(16)), None);
+        assert_eq!(st_place(&m(&[("steal_time", 8)]), Some(16)), None);
+    }
+
+    /// The residual `wake_affine` of the 6.18 host (tracepoints, half load): a sync wake-up
+    /// whose wake_affine_weight() margin was a few units of prev's load, which another CPU
+    /// moved before the selection; prev's load at exit (now re-read where p was queued on
+    /// prev) gives the kernel's answer: racy, not a disagreement. And where the loads read
+    /// the same at both ends but a runqueue was worked on between (wa_active), the load the
+    /// kernel read unlocked may have been any lower one (wa_corners()).
+    #[test]
+    fn shadow_racy_prev_load_at_sched_wakeup() {
+        let t = topo(1, 2, 1);
+        let mut r = rec(1, 0, &[], 2, 0, 2);
+        r.sync = 1;
+        (r.this_nr_running, r.this_load, r.prev_load) = (44, 2658, 2455);
+        (r.waker_load, r.wakee_load) = (13, 1);
+        r.last_wakee_is_p = 1;
+        (r.waker_flips, r.waker_flips_exit, r.wakee_flips) = (126, 126, 80);
+        // entry only (before: prev's load kept from entry): a wake_affine disagreement
+        assert_eq!(step_of(&analyse_one(&t, r)), "wake_affine");
+        let mut x = r;
+        x.wa_exit_read = 1;
+        (x.this_nr_running_exit, x.this_nr_delayed_exit) = (44, 0);
+        (x.this_load_exit, x.prev_load_exit) = (2658, 2450);
+        (x.waker_load_exit, x.wakee_load_exit) = (13, 1);
+        let o = analyse_one(&t, x);
+        assert_eq!((o.compared, o.racy), (0, 1), "{o:?}");
+        // the same loads at exit: compared, unless prev's runqueue was worked on in between
+        // (its load may have been read mid-update, as low as 0: prev would win): racy
+        x.prev_load_exit = 2455;
+        assert_eq!(step_of(&analyse_one(&t, x)), "wake_affine");
+        x.wa_active = WA_ACTIVE_PREV;
+        let o = analyse_one(&t, x);
+        assert_eq!((o.compared, o.racy), (0, 1), "{o:?}");
+        // this_rq's worked on: a lower load of this_cpu only pulls harder, the port's CPU
+        // stays: compared
+        x.wa_active = WA_ACTIVE_THIS;
+        assert_eq!(step_of(&analyse_one(&t, x)), "wake_affine");
     }
 
     #[test]

@@ -167,6 +167,14 @@ pub struct WaExit {
     pub prev_load: u64,
     pub waker_load: u64,
     pub wakee_load: u64,
+    /// shadow_rec.wa_active: bit 0 this_rq, bit 1 prev's, worked on between entry and exit
+    /// (optional: absent, 0, from files recorded before it)
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub active: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 /// RecLine: `struct shadow_rec` as a JSON object; the masks as CPU lists. Read typed (no
@@ -185,6 +193,10 @@ macro_rules! rec_line {
             pub wakee_comm: Option<String>,
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub wa_exit: Option<WaExit>,
+            /// vcpu_is_preempted() of the CPUs read (optional in version 1: absent where it
+            /// was not read, no steal_time in the kernel's BTF, or recorded before it)
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub vcpu_preempted: Option<Mask>,
             /// the LLCs' sums of util_avg alone (optional in version 1: absent from files
             /// recorded before it; then UTIL_AVG_UNKNOWN)
             #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -199,6 +211,7 @@ macro_rules! rec_line {
                 waker_comm: comm.then(|| comm_of(&r.waker_comm)),
                 wakee_comm: comm.then(|| comm_of(&r.wakee_comm)),
                 util_avg_sum: (r.util_avg_sum != UTIL_AVG_UNKNOWN).then_some(r.util_avg_sum),
+                vcpu_preempted: (r.vcpu_read != 0).then_some(Mask(r.vcpu_preempted)),
                 wa_exit: (r.wa_exit_read != 0).then(|| WaExit {
                     this_nr_running: r.this_nr_running_exit,
                     this_nr_delayed: r.this_nr_delayed_exit,
@@ -206,6 +219,7 @@ macro_rules! rec_line {
                     prev_load: r.prev_load_exit,
                     waker_load: r.waker_load_exit,
                     wakee_load: r.wakee_load_exit,
+                    active: r.wa_active,
                 }),
             }
         }
@@ -222,6 +236,10 @@ macro_rules! rec_line {
                 r.wakee_comm = comm_to(c);
             }
             r.util_avg_sum = l.util_avg_sum.unwrap_or(UTIL_AVG_UNKNOWN);
+            if let Some(m) = &l.vcpu_preempted {
+                r.vcpu_read = 1;
+                r.vcpu_preempted = m.0;
+            }
             if let Some(w) = &l.wa_exit {
                 r.wa_exit_read = 1;
                 r.this_nr_running_exit = w.this_nr_running;
@@ -230,6 +248,7 @@ macro_rules! rec_line {
                 r.prev_load_exit = w.prev_load;
                 r.waker_load_exit = w.waker_load;
                 r.wakee_load_exit = w.wakee_load;
+                r.wa_active = w.active;
             }
             r
         }
@@ -598,6 +617,8 @@ struct Acc {
     m_dis: BTreeMap<String, u64>,
     /// the depth block's sums (None: no busy-time samples)
     depth: Option<DepthAcc>,
+    /// vcpu_is_preempted(): Analysis::vcpu's sums
+    vcpu: (u64, u64, u64),
 }
 
 fn add_map(to: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
@@ -620,6 +641,7 @@ impl Acc {
             dis: a.disagreements.clone(),
             undecided: a.undecided.clone(),
             depth: depth.then(|| a.depth.clone()),
+            vcpu: a.vcpu,
             ..Acc::default()
         };
         for p in &a.policies {
@@ -664,6 +686,9 @@ impl Acc {
 
     fn add(&mut self, o: &Acc) {
         add_fields!(self, o; records, compared, racy, agreed, current, idle_available);
+        self.vcpu.0 += o.vcpu.0;
+        self.vcpu.1 += o.vcpu.1;
+        self.vcpu.2 += o.vcpu.2;
         add_map(&mut self.dis, &o.dis);
         add_map(&mut self.undecided, &o.undecided);
         for s in &o.pol {
@@ -734,6 +759,7 @@ pub struct Total {
     pub agreement_pct: f64,
     pub disagreements: BTreeMap<String, u64>,
     pub policies: Vec<PolicyRow>,
+    pub vcpu_preempted: super::VcpuPreempted,
     /// the files' depth blocks summed (those that have one; null: none has)
     pub depth: Option<super::DepthReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -916,6 +942,7 @@ fn replay_file(path: &Path, args: ReplayArgs) -> Result<(FileReport, Acc)> {
         disagreements: acc.dis.clone(),
         policies: acc.policy_rows(),
         sis_fit: String::new(),
+        vcpu_preempted: super::VcpuPreempted::of(acc.records, acc.vcpu),
         depth: acc.depth.as_ref().map(DepthAcc::report),
         mutant: acc.mutant(args.mutant),
     };
@@ -962,6 +989,7 @@ pub fn replay(paths: &[PathBuf], args: ReplayArgs, sis_fit: String) -> Result<Re
         agreement_pct: pct(all.agreed, all.compared),
         disagreements: all.dis.clone(),
         policies: all.policy_rows(),
+        vcpu_preempted: super::VcpuPreempted::of(all.records, all.vcpu),
         depth: all.depth.as_ref().map(DepthAcc::report),
         mutant: all.mutant(args.mutant),
     };
@@ -1091,6 +1119,14 @@ mod tests {
         assert!(line.contains(r#""idle_exit":[448,511]"#), "{line}");
         assert!(line.contains(r#""wa_exit":{"this_nr_running":3"#), "{line}");
         assert!(line.contains(r#""util_avg_sum":[0,4096]"#), "{line}");
+        assert!(!line.contains("vcpu_preempted"), "not read: absent: {line}");
+        // vcpu_is_preempted() read: the mask as a CPU list, and back
+        let mut vr = r;
+        (vr.vcpu_read, vr.vcpu_preempted[1]) = (1, 0b101);
+        let vline = serde_json::to_string(&to_line(&vr, true)).unwrap();
+        assert!(vline.contains(r#""vcpu_preempted":[64,66]"#), "{vline}");
+        let back = from_line(&serde_json::from_str(&vline).unwrap());
+        assert_eq!(format!("{back:?}"), format!("{vr:?}"));
         // a file's line without util_avg sums (recorded before them) reads as unknown, and
         // writes back as it was
         let mut v: serde_json::Value = serde_json::from_str(&line).unwrap();

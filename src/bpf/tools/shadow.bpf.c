@@ -11,7 +11,8 @@
  *   wake_affine_weight   cpu_load() of this and prev, task_h_load(current),
  *                        task_h_load(p), capacity_of() of both
  *   select_idle_sibling  available_idle_cpu / sched_idle_cpu of every CPU of
- *                        the two LLCs involved, is_per_cpu_kthread(current)
+ *                        the two LLCs involved (idle_cpu() and, apart,
+ *                        vcpu_is_preempted(): KVM's steal_time.preempted), is_per_cpu_kthread(current)
  *                        && in_task() (preempt_count), p->recent_used_cpu, and of
  *                        sd_llc_shared: has_idle_cores, nr_idle_scan
  *
@@ -108,16 +109,35 @@ struct shadow_rec {
 	 * wake_affine()'s inputs again at exit, for the race test (src/tools/shadow.rs): this_rq's
 	 * nr_running and cfs_h_nr_delayed(), cpu_load() of this and prev, task_h_load() of p
 	 * and of current. At a tracepoint's exit p may already be queued on the chosen CPU:
-	 * that CPU's values are the entry's (not re-read). wa_exit_read 0: none read.
+	 * this_rq's values are the entry's where that is this_cpu; task_h_load(p) is re-read
+	 * on p's cfs_rq and load of the entry (read_wa_exit()). wa_exit_read 0: none read.
 	 */
 	u32 wa_exit_read;
 	u32 this_nr_running_exit;
 	u32 this_nr_delayed_exit;
-	u32 wa_exit_pad;
+	/*
+	 * bit 0 this_rq, bit 1 prev's rq: the runqueue was worked on by its own or another CPU
+	 * between entry and exit (its nr_switches, or its nr_running net of p's own enqueue,
+	 * moved, or a tick may have run: jiffies moved). fair.c reads cpu_load() of this and
+	 * prev without their locks, and a locked section there passes through states never
+	 * seen at entry or exit (reweight_entity(): dequeue_load_avg() then enqueue_load_avg()
+	 * of a group entity, at every enqueue, dequeue and tick of a task in a task group, as
+	 * autogroup puts every session): the race test takes such a load as unknown, 0 .. read.
+	 */
+	u32 wa_active;
 	u64 this_load_exit;
 	u64 prev_load_exit;
 	u64 waker_load_exit;
 	u64 wakee_load_exit;
+	/*
+	 * vcpu_is_preempted() of the CPUs read at entry (x86 KVM: per_cpu(steal_time,
+	 * cpu).preempted & KVM_VCPU_PREEMPTED): available_idle_cpu() is idle_cpu() (avail_idle)
+	 * and not this; src/tools/shadow.rs takes them apart. vcpu_read 0: not exposed (no
+	 * steal_time in the kernel's BTF), the mask empty. idle_exit already excludes them.
+	 */
+	u64 vcpu_preempted[MASK_WORDS];
+	u32 vcpu_read;
+	u32 vcpu_pad;
 	char waker_comm[16];	/* record_comm only (shadow --record --comm); else zeros */
 	char wakee_comm[16];
 };
@@ -130,6 +150,20 @@ struct shadow_slot {
 	u64 p;			/* the task of the call in progress, 0 none */
 	u32 migrated;		/* tracepoints: sched_migrate_task(p) seen since sched_waking */
 	u32 bad;		/* a runqueue could not be reached: not output */
+	/*
+	 * task_h_load(p)'s inputs of p itself at entry (tracepoints): p->se.cfs_rq, ->se.parent
+	 * and ->se.avg.load_avg, which select_task_rq_fair() reads as they are at sched_waking
+	 * (p sleeps: nothing updates them before the selection), and which set_task_cpu() (p's
+	 * cfs_rq and parent, and migrate_task_rq_fair()'s decay of its load) or the enqueue
+	 * (update_load_avg() of p) change after it: the exit's re-read takes these and the
+	 * hierarchy's state as it is then (read_wa_exit()).
+	 */
+	u64 p_cfs;
+	u64 p_parent;
+	u64 p_load;
+	/* nr_switches and nr_running of [0] this_rq, [1] prev's at entry (wa_active) */
+	u64 rq_sw[2];
+	u32 rq_nr[2];
 	u64 stack[SHADOW_STACK_DEPTH];	/* bpf_get_stack() scratch */
 };
 
@@ -175,6 +209,30 @@ static __always_inline u32 shadow_preempt_count(struct rq *this_rq)
 	if (pc_layout && this_rq)
 		bpf_probe_read_kernel(&pc, sizeof(pc), (void *)this_rq + pc_from_rq);
 	return pc;
+}
+
+/*
+ * vcpu_is_preempted(cpu) (x86 KVM guests with steal time: __kvm_vcpu_is_preempted(),
+ * arch/x86/kernel/kvm.c: per_cpu(steal_time, cpu).preempted & KVM_VCPU_PREEMPTED, bit 0; the
+ * host sets it when it schedules the vCPU out while runnable, the guest never writes it
+ * before it registers steal time, so it reads 0 where pv steal time is off, as the native
+ * vcpu_is_preempted() returns false). Read as the preempt count is: at the distance the
+ * loader finds in the kernel's BTF (.data..percpu) from `runqueues` to steal_time.preempted,
+ * so that no per-CPU data symbol is named (a typed `steal_time __ksym __weak` would make the
+ * verifier refuse every program on a kernel whose kallsyms does not list it, as the 6.18
+ * build host's; a weak ksym only covers a symbol absent from BTF). st_read 0 (no steal_time
+ * in BTF: not x86, or no CONFIG_KVM_GUEST): not read, every CPU not preempted.
+ */
+const volatile s64 st_from_rq;
+const volatile bool st_read;
+
+static __always_inline bool rq_vcpu_preempted(struct rq *rq)
+{
+	u8 v = 0;
+
+	if (st_read && rq)
+		bpf_probe_read_kernel(&v, sizeof(v), (void *)rq + st_from_rq);
+	return v & 1;	/* KVM_VCPU_PREEMPTED */
 }
 
 /*
@@ -260,7 +318,7 @@ static __always_inline struct rq *shadow_rq(s32 cpu, const bool learned)
 	return rq;
 }
 
-/* idle_cpu() (the state available_idle_cpu() reads; no vcpu_is_preempted(), see DESIGN) */
+/* idle_cpu() (available_idle_cpu() is this && !vcpu_is_preempted(): rq_vcpu_preempted()) */
 static __always_inline bool rq_idle(struct rq *rq)
 {
 	return BPF_CORE_READ(rq, curr) == BPF_CORE_READ(rq, idle) &&
@@ -322,7 +380,7 @@ static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, c
 	bpf_for(i, 0, nr) {
 		s32 c = topo.llc_cpus[(start + i) & (MAX_CPUS - 1)];
 		struct rq *rq = shadow_rq(c, learned);
-		bool avail, sidle;
+		bool avail, sidle, preempted;
 
 		if (!rq) {
 			r->unknown |= 0x80000000;	/* a CPU not read: the record is dropped */
@@ -334,8 +392,10 @@ static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, c
 		else
 			avail = rq_idle(rq);
 		sidle = rq_sched_idle(rq);
+		preempted = rq_vcpu_preempted(rq);
 		if (exit) {
-			if (avail || sidle)
+			/* available_idle_cpu() at exit, as the kernel's idle tests read it */
+			if ((avail && !preempted) || sidle)
 				mask_put(r->idle_exit, c);
 			continue;
 		}
@@ -348,6 +408,8 @@ static __always_inline void read_llc(struct shadow_rec *r, s32 cpu, bool exit, c
 		}
 		if (avail)
 			mask_put(r->avail_idle, c);
+		if (preempted)
+			mask_put(r->vcpu_preempted, c);
 		if (sidle)
 			mask_put(r->sched_idle, c);
 	}
@@ -389,22 +451,21 @@ static __always_inline u64 cfs_load(struct cfs_rq *cfs)
 }
 
 /*
- * task_h_load() (fair.c): p's load seen from the root, with
+ * task_h_load() (fair.c) of a task whose se.avg.load_avg is @load, on its cfs_rq @cfs0 under
+ * its group entity @parent (NULL: the root): p's load seen from the root, with
  * update_cfs_rq_h_load()'s per-jiffy cache: the walk up stops at the first
  * cfs_rq updated this jiffy (its h_load) or at the root (its load), then
  * h_load comes down level by level, each a truncating division as there.
  */
-static u64 task_h_load(struct task_struct *p, u64 now)
+static u64 h_load_of(struct cfs_rq *cfs0, struct sched_entity *parent, u64 load, u64 now)
 {
 	struct cfs_rq *cfs[SHADOW_MAX_LEVELS + 1] = {};
 	struct sched_entity *se[SHADOW_MAX_LEVELS + 1] = {};
 	struct sched_entity *s;
-	u64 h = 0, load = BPF_CORE_READ(p, se.avg.load_avg);
+	u64 h = 0;
 	int i, top = -1;
 
-	if (!bpf_core_field_exists(p->se.cfs_rq))
-		return load;	/* !CONFIG_FAIR_GROUP_SCHED */
-	cfs[0] = BPF_CORE_READ(p, se.cfs_rq);
+	cfs[0] = cfs0;
 	for (i = 0; i < SHADOW_MAX_LEVELS; i++) {
 		struct cfs_rq *c = cfs[i];
 
@@ -416,7 +477,7 @@ static u64 task_h_load(struct task_struct *p, u64 now)
 			break;
 		}
 		/* the group entity that owns c: c->tg->se[cpu], its parent's cfs_rq */
-		s = i ? BPF_CORE_READ(se[i - 1], parent) : BPF_CORE_READ(p, se.parent);
+		s = i ? BPF_CORE_READ(se[i - 1], parent) : parent;
 		se[i] = s;
 		if (!s) {
 			h = cfs_load(c);
@@ -434,6 +495,16 @@ static u64 task_h_load(struct task_struct *p, u64 now)
 		h = h * BPF_CORE_READ(se[i], avg.load_avg) / (cfs_load(cfs[i + 1]) + 1);
 	}
 	return load * h / (cfs_load(cfs[0]) + 1);
+}
+
+/* task_h_load(p) at jiffy @now: on p's cfs_rq and group entity as they are */
+static __always_inline u64 task_h_load(struct task_struct *p, u64 now)
+{
+	u64 load = BPF_CORE_READ(p, se.avg.load_avg);
+
+	if (!bpf_core_field_exists(p->se.cfs_rq))
+		return load;	/* !CONFIG_FAIR_GROUP_SCHED */
+	return h_load_of(BPF_CORE_READ(p, se.cfs_rq), BPF_CORE_READ(p, se.parent), load, now);
 }
 
 /* WF_SYNC from the call stack: 1, 0, or -1 (not resolved, or no stack) */
@@ -527,6 +598,7 @@ static __always_inline int on_entry(void *ctx, struct task_struct *p, s32 prev,
 	prev_rq = prev >= 0 && prev < MAX_CPUS ? shadow_rq(prev, learned) : NULL;
 	r->pc_layout = pc_layout;
 	r->preempt_count = shadow_preempt_count(this_rq);
+	r->vcpu_read = st_read;
 	if (this_rq) {
 		r->this_nr_running = BPF_CORE_READ(this_rq, nr_running);
 		r->this_nr_delayed = rq_nr_delayed(this_rq);
@@ -539,7 +611,18 @@ static __always_inline int on_entry(void *ctx, struct task_struct *p, s32 prev,
 		r->prev_cap = BPF_CORE_READ(prev_rq, cpu_capacity);
 	}
 	s->bad = !this_rq || !prev_rq;
+	s->rq_sw[0] = this_rq ? BPF_CORE_READ(this_rq, nr_switches) : 0;
+	s->rq_nr[0] = r->this_nr_running;
+	s->rq_sw[1] = prev_rq ? BPF_CORE_READ(prev_rq, nr_switches) : 0;
+	s->rq_nr[1] = prev_rq ? BPF_CORE_READ(prev_rq, nr_running) : 0;
 	r->wakee_load = task_h_load(p, r->jiffies);
+	s->p_load = BPF_CORE_READ(p, se.avg.load_avg);
+	s->p_cfs = 0;
+	s->p_parent = 0;
+	if (bpf_core_field_exists(p->se.cfs_rq)) {
+		s->p_cfs = (u64)BPF_CORE_READ(p, se.cfs_rq);
+		s->p_parent = (u64)BPF_CORE_READ(p, se.parent);
+	}
 	if (r->sync || tp)
 		r->waker_load = task_h_load(cur, r->jiffies);
 
@@ -581,15 +664,32 @@ static __always_inline u32 shadow_out_class(struct shadow_rec *r)
 	return (r->sync ? 1 : 0) | (tl == pl ? 2 : 0);
 }
 
+/* shadow_rec.wa_active's test of one runqueue (@k 0 this_rq, 1 prev's) */
+static __always_inline bool rq_active(struct rq *rq, struct shadow_slot *s, u32 k, s32 cpu,
+				      s32 chosen, s32 chosen_base, bool ticked)
+{
+	u32 base = chosen_base > 0 && chosen == cpu ? chosen_base : 0;
+
+	if (!rq)
+		return true;
+	return ticked || BPF_CORE_READ(rq, nr_switches) != s->rq_sw[k & 1] ||
+	       BPF_CORE_READ(rq, nr_running) - base != s->rq_nr[k & 1];
+}
+
 /*
  * wake_affine()'s inputs at exit (shadow_rec.wa_exit_read). @chosen_base > 0 (sched_wakeup):
- * p is already queued on @chosen, whose nr_running and load include it: kept as at entry.
+ * p is already queued on @chosen; where that is this_cpu (p migrated there), this_rq's
+ * nr_running and load include it: kept as at entry (prev's: below).
  * At either tracepoint (@chosen_base >= 0) set_task_cpu() may have moved p's se.cfs_rq to
- * the chosen CPU's: task_h_load(p) is kept as at entry too.
+ * the chosen CPU's, and the enqueue updated p's own load_avg: task_h_load(p) is re-read on
+ * p's cfs_rq and group entity of the entry with p's load_avg of the entry (@s), so that the
+ * hierarchy's loads and update_cfs_rq_h_load()'s per-jiffy h_load cache, which other CPUs
+ * move in between, are the exit's (before: kept from entry, so a change of them between
+ * sched_waking and the selection was not seen: residual `wake_affine` disagreements).
  */
-static __always_inline void read_wa_exit(struct shadow_rec *r, struct task_struct *p,
-					 struct task_struct *cur, s32 chosen, s32 chosen_base,
-					 const bool learned)
+static __always_inline void read_wa_exit(struct shadow_rec *r, struct shadow_slot *s,
+					 struct task_struct *p, struct task_struct *cur, s32 chosen,
+					 s32 chosen_base, const bool learned)
 {
 	struct rq *this_rq = shadow_rq(r->this_cpu, learned);
 	struct rq *prev_rq = shadow_rq(r->prev, learned);
@@ -604,9 +704,26 @@ static __always_inline void read_wa_exit(struct shadow_rec *r, struct task_struc
 		r->this_nr_delayed_exit = rq_nr_delayed(this_rq);
 		r->this_load_exit = cfs_load(&this_rq->cfs);
 	}
-	if (prev_rq && !(chosen_base > 0 && chosen == r->prev))
+	/*
+	 * prev's load is re-read even where p was just queued there (sched_wakeup, chosen ==
+	 * prev: not migrated): p's blocked load never left prev's cfs_rq, so the enqueue moves
+	 * cpu_load(prev) only as much as update_cfs_group() reweights p's group entities, and
+	 * what other CPUs do to prev's runqueue between sched_waking and the selection (its
+	 * load read by the kernel unlocked, from the waker's CPU) is seen. Kept from entry
+	 * (before), a move of prev's load that decided wake_affine_weight() was a
+	 * `wake_affine` disagreement instead of a race.
+	 */
+	if (prev_rq)
 		r->prev_load_exit = cfs_load(&prev_rq->cfs);
-	r->wakee_load_exit = chosen_base >= 0 ? r->wakee_load : task_h_load(p, now);
+	if (chosen_base < 0)
+		r->wakee_load_exit = task_h_load(p, now);
+	else if (s->p_cfs)
+		r->wakee_load_exit = h_load_of((struct cfs_rq *)s->p_cfs,
+					       (struct sched_entity *)s->p_parent, s->p_load, now);
+	else
+		r->wakee_load_exit = r->wakee_load;	/* !CONFIG_FAIR_GROUP_SCHED: p's load */
+	r->wa_active = (rq_active(this_rq, s, 0, r->this_cpu, chosen, chosen_base, now != r->jiffies) ? 1 : 0) |
+		       (rq_active(prev_rq, s, 1, r->prev, chosen, chosen_base, now != r->jiffies) ? 2 : 0);
 	r->waker_load_exit = r->waker_load ? task_h_load(cur, now) : 0;
 	r->wa_exit_read = 1;
 }
@@ -633,7 +750,7 @@ static __always_inline int on_exit(void *ctx, s32 ret, const bool learned, s32 c
 		read_llc(r, r->prev, true, learned, ret, chosen_base, -1);
 	read_llc_shared(r->this_cpu, &r->has_idle_cores_exit[0], &r->nr_idle_scan_exit[0], learned);
 	read_llc_shared(r->prev, &r->has_idle_cores_exit[1], &r->nr_idle_scan_exit[1], learned);
-	read_wa_exit(r, (struct task_struct *)s->p, cur, ret, chosen_base, learned);
+	read_wa_exit(r, s, (struct task_struct *)s->p, cur, ret, chosen_base, learned);
 	s->p = 0;
 	if (s->bad || (r->unknown & 0x80000000)) {
 		cnt_inc(SHADOW_RQ_MISMATCH);
