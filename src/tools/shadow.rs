@@ -2054,14 +2054,13 @@ fn live_report(
     let policies = report_policies(feat, ro.fit.is_some())?;
     // the kernel's HZ (record_wakee's decay period); 250 when the run is too short to tell
     let hz = infer_hz(recs).unwrap_or(250);
-    let fit = ro.fit;
     let a = analyse(
         recs,
         &topo,
         feat,
         ReplayOpts {
             hz,
-            fit,
+            fit: ro.fit,
             loader: Some(tl),
         },
         &policies,
