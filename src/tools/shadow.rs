@@ -456,28 +456,6 @@ fn member_offset(
     None
 }
 
-/// pc_place() on the running kernel's BTF (/sys/kernel/btf/vmlinux).
-fn kernel_pc_place() -> Option<(i64, u32)> {
-    use libbpf_rs::btf::{types, Btf, ReferencesType};
-    let btf = Btf::from_vmlinux().ok()?;
-    let sec: types::DataSec = btf.type_by_name(".data..percpu")?;
-    let mut pcpu = BTreeMap::new();
-    let mut hot_member = None;
-    for v in sec.iter() {
-        let Some(var) = btf.type_by_id::<types::Var>(v.ty) else {
-            continue;
-        };
-        let Some(name) = var.name().and_then(|n| n.to_str()) else {
-            continue;
-        };
-        if name == "pcpu_hot" {
-            hot_member = member_offset(&btf, var.referenced_type_id(), "preempt_count", 0);
-        }
-        pcpu.insert(name.to_string(), v.offset);
-    }
-    pc_place(&pcpu, hot_member)
-}
-
 /// Where vcpu_is_preempted()'s flag lies from `runqueues` in a CPU's per-CPU area (shadow.bpf.c's
 /// st_from_rq): the per-CPU `steal_time` (x86 KVM guests, arch/x86/kernel/kvm.c) plus the
 /// offset of `preempted` in struct kvm_steal_time (`member`), from the per-CPU variables'
@@ -488,13 +466,17 @@ fn st_place(pcpu: &BTreeMap<String, u32>, member: Option<u32>) -> Option<i64> {
     Some(*pcpu.get("steal_time")? as i64 + member? as i64 - rq)
 }
 
-/// st_place() on the running kernel's BTF (/sys/kernel/btf/vmlinux).
-fn kernel_st_place() -> Option<i64> {
+/// pc_place() and st_place() on the running kernel's BTF (/sys/kernel/btf/vmlinux), its
+/// per-CPU variables read once for both.
+fn kernel_percpu_places() -> (Option<(i64, u32)>, Option<i64>) {
     use libbpf_rs::btf::{types, Btf, ReferencesType};
-    let btf = Btf::from_vmlinux().ok()?;
-    let sec: types::DataSec = btf.type_by_name(".data..percpu")?;
-    let mut pcpu = BTreeMap::new();
-    let mut member = None;
+    let Ok(btf) = Btf::from_vmlinux() else {
+        return (None, None);
+    };
+    let Some(sec) = btf.type_by_name::<types::DataSec>(".data..percpu") else {
+        return (None, None);
+    };
+    let (mut pcpu, mut hot_member, mut steal_member) = (BTreeMap::new(), None, None);
     for v in sec.iter() {
         let Some(var) = btf.type_by_id::<types::Var>(v.ty) else {
             continue;
@@ -502,12 +484,18 @@ fn kernel_st_place() -> Option<i64> {
         let Some(name) = var.name().and_then(|n| n.to_str()) else {
             continue;
         };
-        if name == "steal_time" {
-            member = member_offset(&btf, var.referenced_type_id(), "preempted", 0);
+        match name {
+            "pcpu_hot" => {
+                hot_member = member_offset(&btf, var.referenced_type_id(), "preempt_count", 0)
+            }
+            "steal_time" => {
+                steal_member = member_offset(&btf, var.referenced_type_id(), "preempted", 0)
+            }
+            _ => {}
         }
         pcpu.insert(name.to_string(), v.offset);
     }
-    st_place(&pcpu, member)
+    (pc_place(&pcpu, hot_member), st_place(&pcpu, steal_member))
 }
 
 /// Why the kernel refuses kprobes, where it has none (CONFIG_KPROBES off: no kprobe PMU and
@@ -610,8 +598,7 @@ fn record(
     // cpu_rq() through `runqueues` where kallsyms lists it, else learned (the tracepoints
     // always learn); the preempt count's place from BTF either way
     let have_runqueues = kallsyms_has("runqueues");
-    let pc = kernel_pc_place();
-    let st = kernel_st_place();
+    let (pc, st) = kernel_percpu_places();
     for &mode in modes {
         let mut obj = MaybeUninit::<OpenObject>::uninit();
         let learned = mode == Attach::Tracepoint || !have_runqueues;
@@ -2827,7 +2814,7 @@ mod tests {
         assert_eq!(pc_place(&m(&[("__preempt_count", 8)]), None), None);
         assert_eq!(pc_place(&m(&[("runqueues", 8)]), None), None);
         assert!(
-            kernel_pc_place().is_some(),
+            kernel_percpu_places().0.is_some(),
             "this host's BTF places no preempt count"
         );
         // a member inside anonymous unions and structs (6.12's pcpu_hot.preempt_count is
