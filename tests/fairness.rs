@@ -67,8 +67,7 @@ fn fair(name: &str, kernel: &str, scen: &str, load_s: u32, args: &str) {
     let vm = Vm::new(kernel, 2 * (300 + 3 * load_s))
         .smp(SMP16)
         .instruction_clock()
-        .log_prefix("fair")
-        .attach_timeout(90);
+        .log_prefix("fair");
     let expected = [
         "monitor reports the scheduler's waits",
         "attached throughout the",

@@ -63,13 +63,13 @@ spawn_at_nice() {
 if [ "$sched" = none ]; then
   info "no sched_ext scheduler: the kernel's fair class (EEVDF)"
 elif [ -n "$peer" ]; then
-  t=$(now); dl=$(deadline_in "$ATTACH_TIMEOUT")
+  t=$(now); guard_start "$ATTACH_TIMEOUT"
   "$peer" > /tmp/peer.log 2>&1 &
   PEER_PID=$!   # (not in BG_PIDS: it must outlive the load's SIGTERM)
   until [ "$(scx_state)" = enabled ]; do
     kill -0 "$PEER_PID" 2>/dev/null || fail "$sched exited before attaching: $(tail -c 400 /tmp/peer.log)"
-    before "$dl" || fail "$sched not attached after $ATTACH_TIMEOUT s (state '$(scx_state)')"
-    sleep 0.1
+    ! guard_over || fail "$sched not attached: state '$(scx_state)' $(guard_what)"
+    nap 0.1
   done
   info "peer $sched (pid $PEER_PID) attached after $(since "$t") s: ops $(scx_ops), nice $(awk '{print $19}' "/proc/$PEER_PID/stat")"
 else
@@ -186,7 +186,7 @@ fail_ejected() {
   kill -INT "$lat_pid" 2>/dev/null || true
   await_line "$lat_pid" /tmp/lat.err 'window over' "the tracer's 'window over' line after the ejection"
   guard_start "$HANG_S"
-  while kill -0 "$lat_pid" 2>/dev/null && ! guard_over; do sleep 0.5; done
+  while kill -0 "$lat_pid" 2>/dev/null && ! guard_over; do nap 0.5; done
   if jq -e .long /tmp/lat.json > /dev/null 2>&1; then
     info "the tracer up to the ejection: worst wait $(jq '.all.max_us / 1000 | floor' /tmp/lat.json) ms, net of stalls $(jq '.all.net_max_us / 1000 | floor' /tmp/lat.json) ms;" \
       "guest stalls $(jq -r '.long | "\(.stall_count), \(.stall_total_ms | floor) ms in all, longest \(.stall_max_ms | floor) ms"' /tmp/lat.json)"
@@ -211,7 +211,7 @@ while before "$end"; do
     ejected=yes ejected_at=$(since "$t_load")
     info "EJECTED: $sched: sched_ext state '$(scx_state)' ${ejected_at} s into the $scen load"
   fi
-  sleep 2
+  nap 2
 done
 [ "$sched" != sisutil ] || ok "attached throughout the $scen load"
 wait "$rq_pid" || true
@@ -240,7 +240,7 @@ pkill -KILL stress-ng 2>/dev/null || true
 guard_start 180
 while pgrep -x hackbench > /dev/null || pgrep stress-ng > /dev/null; do
   ! guard_over || fail "the $scen load still runs after SIGKILL: $({ pgrep -x hackbench; pgrep stress-ng; } | wc -l) processes $(guard_what)"
-  sleep 0.5
+  nap 0.5
 done
 info "load stopped after $(since "$GUARD_T0") s"
 rc=0; wait "$lat_pid" || rc=$?
@@ -280,7 +280,7 @@ if [ "$sched" != sisutil ]; then
     info "sched_ext state after the load: $(scx_state)"
     kill -INT "$PEER_PID" 2>/dev/null || true
     dl=$(deadline_in 60)
-    while kill -0 "$PEER_PID" 2>/dev/null && before "$dl"; do sleep 0.2; done
+    while kill -0 "$PEER_PID" 2>/dev/null && before "$dl"; do nap 0.2; done
     peer_rc=0
     wait "$PEER_PID" || peer_rc=$?
     info "$sched exit status $peer_rc after SIGINT; the last lines of its output:"
