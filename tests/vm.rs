@@ -548,6 +548,37 @@ fn silent_guest_is_stopped() {
     assert!(secs < 120.0, "took {secs:.1} s");
 }
 
+/// A guest whose kernel reports a problem and then prints nothing is stopped by tools/vm's
+/// quiet guard (SISUTIL_VM_QUIET_S of QEMU's CPU after the last output), with a message
+/// naming it, instead of running on to --timeout: planted fault 2's guest reported an RCU
+/// stall, went silent and ran to the fairness test's 840 s guard. The command here writes a
+/// WARN()-shaped line to the kernel log and spins in silence. Without the guard it would
+/// end at --timeout 300 with "did not finish within --timeout" instead.
+#[test]
+fn quiet_guest_after_kernel_problem_is_stopped() {
+    let t0 = Instant::now();
+    let mut cmd = Command::new(repo().join("tools/vm"));
+    cmd.args(["--kernel", "7", "--no-build", "--timeout", "300", "--"])
+        .arg("echo '<0>WARNING: CPU: 0 PID: 1 at planted by tests/vm.rs' > /dev/kmsg; while :; do :; done")
+        .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
+        .env("SISUTIL_VM_QUIET_S", "15")
+        .stdin(Stdio::null());
+    let out = output_forwarding_progress("quiet_guest_after_kernel_problem_is_stopped", &mut cmd);
+    let secs = t0.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("quiet guest: exit {:?} after {secs:.1} s", out.status.code());
+    assert_eq!(out.status.code(), Some(124), "stderr:\n{stderr}");
+    assert!(
+        stderr.contains("guest hung: the kernel reported a problem")
+            && stderr.contains("printed nothing for 15 s"),
+        "no quiet-guard message:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("planted by tests/vm.rs"),
+        "the problem line is not shown:\n{stderr}"
+    );
+}
+
 /// PATH with `dir` first: the wrappers below stand in for the real QEMU.
 fn path_with_first(dir: &Path) -> std::ffi::OsString {
     let rest = std::env::var_os("PATH").unwrap_or_default();
