@@ -566,7 +566,10 @@ fn quiet_guest_after_kernel_problem_is_stopped() {
     let out = output_forwarding_progress("quiet_guest_after_kernel_problem_is_stopped", &mut cmd);
     let secs = t0.elapsed().as_secs_f64();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("quiet guest: exit {:?} after {secs:.1} s", out.status.code());
+    println!(
+        "quiet guest: exit {:?} after {secs:.1} s",
+        out.status.code()
+    );
     assert_eq!(out.status.code(), Some(124), "stderr:\n{stderr}");
     assert!(
         stderr.contains("guest hung: the kernel reported a problem")
