@@ -507,30 +507,47 @@ fn errors_host_no_sched_ext() {
     );
 }
 
+/// One run of `tools/vm --kernel 7 --no-build --timeout 300 -- COMMAND` with `env`, for the
+/// tests of tools/vm's own guards: its exit status, wall seconds and stderr.
+fn guarded_guest(name: &str, command: &str, env: &[(&str, &str)]) -> (Option<i32>, f64, String) {
+    let t0 = Instant::now();
+    let mut cmd = Command::new(repo().join("tools/vm"));
+    cmd.args([
+        "--kernel",
+        "7",
+        "--no-build",
+        "--timeout",
+        "300",
+        "--",
+        command,
+    ])
+    .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
+    .envs(env.iter().copied())
+    .stdin(Stdio::null());
+    let out = output_forwarding_progress(name, &mut cmd);
+    let secs = t0.elapsed().as_secs_f64();
+    println!("{name}: exit {:?} after {secs:.1} s", out.status.code());
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), secs, stderr)
+}
+
 /// A guest whose CPUs never run - what a host looks like whose /dev/kvm opens but whose KVM
 /// executes nothing - is stopped once its console has been silent for SISUTIL_SILENCE_LIMIT
 /// seconds, with a message, instead of waiting for --timeout. QEMU's -S (start with the CPUs
 /// stopped) makes that guest here, under TCG; it costs no CPU while it waits.
 #[test]
 fn silent_guest_is_stopped() {
-    let t0 = Instant::now();
-    let mut cmd = Command::new(repo().join("tools/vm"));
-    cmd.args(["--kernel", "7", "--no-build"])
-        .args(["--timeout", "300", "--", "true"])
-        .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
-        .env("SISUTIL_ACCEL", "tcg")
-        .env("SISUTIL_QEMU_ARGS", "-S")
-        .env("SISUTIL_SILENCE_LIMIT", "5")
-        .env("SISUTIL_VM_WALL_FACTOR", "4")
-        .stdin(Stdio::null());
-    let out = output_forwarding_progress("silent_guest_is_stopped", &mut cmd);
-    let secs = t0.elapsed().as_secs_f64();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!(
-        "silent guest: exit {:?} after {secs:.1} s",
-        out.status.code()
+    let (code, secs, stderr) = guarded_guest(
+        "silent_guest_is_stopped",
+        "true",
+        &[
+            ("SISUTIL_ACCEL", "tcg"),
+            ("SISUTIL_QEMU_ARGS", "-S"),
+            ("SISUTIL_SILENCE_LIMIT", "5"),
+            ("SISUTIL_VM_WALL_FACTOR", "4"),
+        ],
     );
-    assert_eq!(out.status.code(), Some(125), "stderr:\n{stderr}");
+    assert_eq!(code, Some(125), "stderr:\n{stderr}");
     assert!(
         stderr.contains("the guest printed nothing on its console in 5 s"),
         "no silence message:\n{stderr}"
@@ -556,21 +573,12 @@ fn silent_guest_is_stopped() {
 /// end at --timeout 300 with "did not finish within --timeout" instead.
 #[test]
 fn quiet_guest_after_kernel_problem_is_stopped() {
-    let t0 = Instant::now();
-    let mut cmd = Command::new(repo().join("tools/vm"));
-    cmd.args(["--kernel", "7", "--no-build", "--timeout", "300", "--"])
-        .arg("echo '<0>WARNING: CPU: 0 PID: 1 at planted by tests/vm.rs' > /dev/kmsg; while :; do :; done")
-        .env("SISUTIL_BIN", env!("CARGO_BIN_EXE_scx_sisutil"))
-        .env("SISUTIL_VM_QUIET_S", "15")
-        .stdin(Stdio::null());
-    let out = output_forwarding_progress("quiet_guest_after_kernel_problem_is_stopped", &mut cmd);
-    let secs = t0.elapsed().as_secs_f64();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!(
-        "quiet guest: exit {:?} after {secs:.1} s",
-        out.status.code()
+    let (code, _, stderr) = guarded_guest(
+        "quiet_guest_after_kernel_problem_is_stopped",
+        "echo '<0>WARNING: CPU: 0 PID: 1 at planted by tests/vm.rs' > /dev/kmsg; while :; do :; done",
+        &[("SISUTIL_VM_QUIET_S", "15")],
     );
-    assert_eq!(out.status.code(), Some(124), "stderr:\n{stderr}");
+    assert_eq!(code, Some(124), "stderr:\n{stderr}");
     assert!(
         stderr.contains("guest hung: the kernel reported a problem")
             && stderr.contains("printed nothing for 15 s"),
