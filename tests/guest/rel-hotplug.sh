@@ -72,18 +72,16 @@ info "LLCs: $(llc_lists | tr '\n' ' '); single-CPU victim cpu$victim, whole LLC 
 
 sched_start "$LOG"
 OPS0=$(scx_ops)
-# The loader at nice -10, as a service may run it: each restart verifies the BPF object again
-# in the loader's main thread, and at nice 0 beside this load it got a few tenths of a CPU
-# (verification 25 guest s against 2.6 s unloaded, restarts of 28-97 s and 500-650 s of CI's
-# time for this test). What this test checks - every event ejects, restarts and attaches
+# Every restart verifies and loads the BPF object again in the loader's main thread, on the
+# fair class, beside the load below: half the CPUs busy (a hog per CPU made a restart take
+# minutes under TCG) and one hackbench group. At nice 0 beside it (two groups then) the
+# loader got a few tenths of a CPU: verification 25 guest s against 2.6 s unloaded, restarts
+# of 28-97 s, 500-650 s of CI's time for this test. So the loader runs at nice -10, as a
+# service may run it. What this test checks - every event ejects, restarts and attaches
 # again with the new topology, under load - does not depend on that speed; the enable after
 # each restart still runs beside the load.
 renice -n -10 -p "$SCHED_PID" > /dev/null || fail "renice -10 of the loader failed"
 loads_start
-# Half the CPUs busy: every restart verifies and loads the BPF program again, on the fair
-# class, next to this load (under TCG a restart next to one hog per CPU took minutes). One
-# hackbench group (20 tasks): with two (40) beside the hogs the nice-0 loader's restart got
-# about a tenth of a 4-CPU guest and took 28-90 s of guest time against 6.8 s unloaded.
 stress-ng --cpu $(( (ncpu + 1) / 2 )) --timeout 3600s > /tmp/rel-stress.log 2>&1 &
 bg $!
 loop_bg hackbench "hackbench -g 1 -l 30"
