@@ -567,9 +567,9 @@ fn silent_guest_is_stopped() {
 
 /// A guest whose kernel reports a problem and then prints nothing is stopped by tools/vm's
 /// quiet guard (SISUTIL_VM_QUIET_S of QEMU's CPU after the command's last output), with a
-/// message naming it, instead of running on to --timeout: planted fault 2's guest reported an RCU
-/// stall, went silent and ran to the fairness test's 840 s guard. The command here writes a
-/// WARN()-shaped line to the kernel log and spins in silence. Without the guard it would
+/// message naming it, instead of running on to --timeout: planted fault 2's guest reported
+/// an RCU stall, its command fell silent, and it ran to the fairness test's 840 s guard. The
+/// command here writes a WARN()-shaped line to the kernel log and spins in silence. Without the guard it would
 /// end at --timeout 300 with "did not finish within --timeout" instead.
 #[test]
 fn quiet_guest_after_kernel_problem_is_stopped() {
