@@ -2,7 +2,7 @@
 //! Fairness under mixed nice: bounded waits for every task, measured with the wake-up
 //! latency tracer (`scx_sisutil latency`), on 16 CPUs at >= 2 runnable tasks per CPU.
 //!
-//!     cargo test --release --test fairness -- --test-threads=2            (CI: hogs20, both kernels)
+//!     cargo test --release --test fairness -- --test-threads=2            (CI: fair_hogs20_7)
 //!     cargo test --release --test fairness -- --include-ignored           (all, as tools/soak does)
 //!
 //! Scenarios (tests/guest/fair-mixed.sh): `hogs20` nice -20 hogs + hackbench vs nice-0 tasks
@@ -231,8 +231,12 @@ fair_tests! {
     fair_pinned_6_12: "6.12", "pinned", 120, ignore = "long: tools/soak";
     fair_hogs20_long_7: "7", "hogs20", 120, ignore = "long: tools/soak";
     fair_hogs20_long_6_12: "6.12", "hogs20", 120, ignore = "long: tools/soak";
-    // LLC_SHARDS (off in every preset): 4 shards of 4 CPUs in the one 16-CPU LLC
-    fair_hogs20_shards_7: "7", "hogs20", 40, args = "--features LLC_SHARDS --shard-cpus 4";
+    // LLC_SHARDS (off in every preset): 4 shards of 4 CPUs in the one 16-CPU LLC. Left to
+    // tools/soak since 2026-11-29: CI's time on an Intel host (686 s of one core, alone);
+    // CI keeps the feature's live switch under overload (vm shards_live_*) and its queue's
+    // order on the host (src/testing/queue_test.rs).
+    fair_hogs20_shards_7: "7", "hogs20", 40, args = "--features LLC_SHARDS --shard-cpus 4",
+        ignore = "CI's time: tools/soak";
     fair_hogs20_shards_6_12: "6.12", "hogs20", 40, args = "--features LLC_SHARDS --shard-cpus 4",
         ignore = "long on 6.12 under TCG: tools/soak";
 }

@@ -264,6 +264,9 @@ fn shards_live(name: &str, kernel: &str) {
 
 vm_tests! {
     shards_live_7 = shards_live("7");
+    // tools/soak, not CI, since 2026-11-29: CI's time on an Intel host (245 s alone);
+    // LLC_SHARDS is off in every preset, and shards_live_7 switches it in CI.
+    #[ignore = "CI's time: tools/soak"]
     shards_live_6_12 = shards_live("6.12");
 }
 
