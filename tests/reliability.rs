@@ -111,8 +111,10 @@ fn soak(name: &str, kernel: &str, vm_opts: &[(&str, &str)], secs: u32) {
     );
 }
 
+/// CI's soak: 30 s of mixed load (~15 live switches, 6 x the scheduler's 5 s watchdog
+/// timeout); 60 s until 2026-11-29 (CI's time). tools/soak sets SISUTIL_SOAK_SECS=300.
 fn soak_secs() -> u32 {
-    env_u32("SISUTIL_SOAK_SECS", 60)
+    env_u32("SISUTIL_SOAK_SECS", 30)
 }
 
 vm_tests! {
@@ -307,6 +309,9 @@ const HOLES: &[(&str, &str)] = &[("--append", "maxcpus=6")];
 
 vm_tests! {
     topo_7_one_cpu = topo("7", ONE_CPU, "10", 600);
+    // tools/soak, not CI, since 2026-11-29 (CI's time): its topology, one LLC of 4 CPUs
+    // without SMT, is vm.rs basic_7_flat's, which attaches, loads and exits there in CI.
+    #[ignore = "CI's time: tools/soak"]
     topo_7_no_smt = topo("7", FLAT4, "10", 600);
     topo_7_small_llcs = topo("7", SMALL_LLCS, "10", 900);
     topo_7_numa2 = topo("7", NUMA2, "10", 600);

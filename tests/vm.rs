@@ -36,13 +36,15 @@ const SMT2LLC: &str = "8,sockets=2,cores=2,threads=2";
 const FLAT: &str = "4";
 
 // ---------------------------------------------------------------------------------------
-// A. basic: attach, >= 30 s of stress-ng + hackbench, SIGTERM, SIGKILL, restart, SIGINT.
+// A. basic: attach, >= 15 s of stress-ng + hackbench, SIGTERM, SIGKILL, restart, SIGINT.
+// 15 s is three of the scheduler's watchdog timeouts (timeout_ms 5000, main.bpf.c): a task
+// it never runs ejects it within the load (30 s until 2026-11-29, CI's time).
 
 const BASIC_CHECKS: &[&str] = &[
     "state before start = disabled",
     "attached (ops sisutil_",
     "load ran (stress-ng status 0, hackbench all passed)",
-    "still enabled after 30 s of load",
+    "still enabled after 15 s of load",
     "exit status after SIGTERM = 0",
     "scheduler reported a clean unregistration",
     "hackbench -g 1 -l 10 after SIGKILL, exit status = 0",
@@ -56,7 +58,7 @@ fn basic(name: &str, kernel: &str, smp: &str) {
     let o = run_script(
         name,
         Vm::new(kernel, 540).smp(smp),
-        "basic.sh 30",
+        "basic.sh 15",
         BASIC_CHECKS,
         &[],
     );
@@ -177,7 +179,8 @@ vm_tests! {
 }
 
 // ---------------------------------------------------------------------------------------
-// B. features: live switching, bad names, and a measurable behaviour change.
+// B. features: live switching, bad names, a measurable behaviour change; and shadow refusing
+// beside the running scheduler (shadow_* run with none attached).
 
 fn features_live(name: &str, kernel: &str) {
     let o = run_script(
@@ -188,6 +191,7 @@ fn features_live(name: &str, kernel: &str) {
             .opt("--bin", "/usr/bin/script"),
         "features.sh",
         &[
+            "shadow refuses while a sched_ext scheduler is attached",
             "features piped: lines (one per feature in features --json) =",
             "features on a terminal: the load-time note follows the list",
             "SIS_UTIL after NO_SIS_UTIL = off",
@@ -252,7 +256,7 @@ fn shards_live(name: &str, kernel: &str) {
             "LLC_SHARDS at start (off in every preset) = off",
             "LLC_SHARDS after LLC_SHARDS = on",
             "still enabled with LLC_SHARDS on under overload",
-            "still enabled 40 s after NO_LLC_SHARDS under overload",
+            "still enabled 15 s after NO_LLC_SHARDS under overload",
             "still enabled after ten switches",
             "LLC_SHARDS on: dispatch_llc =",
             "exit status after SIGTERM = 0",
@@ -369,10 +373,7 @@ const SHADOW_MIN_COMPARED: u64 = 300;
 const SHADOW_MIN_AGREEMENT_PCT: f64 = 95.0;
 
 fn shadow(name: &str, kernel: &str, modes: &[&str]) {
-    let mut checks = vec![
-        "shadow refuses while a sched_ext scheduler is attached".to_string(),
-        "no sched_ext scheduler attached".to_string(),
-    ];
+    let mut checks = vec!["no sched_ext scheduler attached".to_string()];
     for m in modes {
         checks.push(format!("{m}: attachment = {m}"));
         checks.push(format!(

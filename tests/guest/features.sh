@@ -14,12 +14,26 @@
 #    SIS_PROP's hit counter, and a fourth with hackbench alone (default features), where
 #    idle CPUs exist and the other policies can fire. Every phase prints all hit_* counters.
 # The overload is stress-ng --cpu 2*nproc plus one hackbench group (40 tasks) in a loop.
+# Also: `scx_sisutil shadow` refuses beside the running scheduler, in one line (shadow.sh
+# runs with none attached).
 . "$(dirname "$0")/lib.sh"
 
 # feature_state NAME: on|off as `scx_sisutil features` lists it.
 feature_state() { scx_sisutil features | awk -v n="$1" '$1 == n { print $2 }'; }
 
 sched_start /tmp/sched.log
+
+# --- shadow refuses while a sched_ext scheduler is attached ------------------------------
+# (the fair class does not place those tasks): non-zero exit, one line saying so
+rc=0
+scx_sisutil shadow --duration 1 > /tmp/shadow-refuse.out 2> /tmp/shadow-refuse.err || rc=$?
+info "shadow beside scx_sisutil: exit $rc: $(cat /tmp/shadow-refuse.err)"
+expect_nonzero "shadow exit status while sched_ext is attached" "$rc"
+expect_eq "shadow's lines while sched_ext is attached" "$(wc -l < /tmp/shadow-refuse.err)" 1
+grep -q 'a sched_ext scheduler is attached' /tmp/shadow-refuse.err ||
+  fail "shadow's refusal does not say why: $(cat /tmp/shadow-refuse.err)"
+ok "shadow refuses while a sched_ext scheduler is attached"
+
 list0=$(scx_sisutil features)
 echo "# features at start (default preset):"; sed 's/^/#   /' <<<"$list0"
 expect_eq "SIS_UTIL at start" "$(feature_state SIS_UTIL)" on
@@ -124,19 +138,15 @@ show() {
   ok "phase $name: the monitor reports $*"
   printf '# phase %-9s features: %s\n' "$name" "$feats"
   printf '# phase %-9s' "$name"
-  for f in search fast domain_search domain_scanned scan_skipped depth_limited failed; do
-    printf ' %s=%s' "$f" "$(json_sum "/tmp/m_$name.json" "$f")"
-  done
+  json_sums "/tmp/m_$name.json" search fast domain_search domain_scanned scan_skipped depth_limited failed
   echo
-  local hits
-  hits=$(hit_counters)
-  [ -n "$hits" ] || fail "--help-stats --json lists no hit_* counter"
   printf '# phase %-9s hits:' "$name"
-  for f in $hits; do
-    printf ' %s=%s' "$f" "$(json_sum "/tmp/m_$name.json" "$f")"
-  done
+  # shellcheck disable=SC2086 # one name per word
+  json_sums "/tmp/m_$name.json" $HITS
   echo
 }
+HITS=$(hit_counters)
+[ -n "$HITS" ] || fail "--help-stats --json lists no hit_* counter"
 # ratio NAME: domain_scanned per domain_search over the phase's two reports.
 ratio() {
   awk -v s="$(json_sum "/tmp/m_$1.json" domain_scanned)" -v d="$(json_sum "/tmp/m_$1.json" domain_search)" \

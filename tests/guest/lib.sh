@@ -395,15 +395,19 @@ stress_workers_up() {
 # overload_start: the overload of features.sh and shards.sh, stress-ng --cpu 2*nproc (in
 # a session of its own, led by OVERLOAD_PID) and one hackbench group (40 tasks) in a loop;
 # returns once all stress-ng workers are up (stress_workers_up). overload_stress_stop ends
-# the stress-ng session (the hackbench loop runs on: hackbench_bg_stop).
+# the stress-ng session (the hackbench loop runs on: hackbench_bg_stop). The hackbench loop
+# starts once the workers are up, and the overload is there once it has completed a run
+# (hackbench_bg_running): started together, the first worker appeared 20 s and the
+# last 40 s after stress-ng under TCG (features_live_6_12, 2026-11-29).
 overload_start() {
   local n=$((2 * $(nproc)))
   info "overload: stress-ng --cpu $n + hackbench -g 1 -l 20 loop"
   setsid stress-ng --cpu "$n" --timeout 600s > /tmp/stress.log 2>&1 &
   OVERLOAD_PID=$!
   bg "$OVERLOAD_PID"
-  hackbench_bg -g 1 -l 20
   stress_workers_up "$n" "$OVERLOAD_PID"
+  hackbench_bg -g 1 -l 20
+  hackbench_bg_running
 }
 overload_stress_stop() { kill -TERM -- "-$OVERLOAD_PID"; wait "$OVERLOAD_PID" 2>/dev/null || true; }
 
@@ -519,6 +523,12 @@ monitor_json() {
 
 # json_sum FILE FIELD: the sum of a top-level counter over every line of FILE.
 json_sum() { jq -s "map(.$2) | add" "$1"; }
+# json_sums FILE KEY...: " KEY=SUM" for each KEY over FILE's JSON lines, in one jq (a jq per
+# key took seconds of an emulated guest).
+json_sums() {
+  local f=$1; shift
+  jq -n -j --slurpfile r "$f" '$ARGS.positional[] as $k | " \($k)=\([$r[][$k]] | add)"' --args "$@"
+}
 
 # hit_counters: the features' hit counters (hit_*), as the binary defines them.
 hit_counters() { scx_sisutil --help-stats --json | jq -r '.counters[].name | select(startswith("hit_"))'; }

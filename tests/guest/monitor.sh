@@ -76,16 +76,18 @@ n=0; busy=0; fast_sum=0
 want=$(seq -s, 0 $((want_llcs - 1)))
 while IFS= read -r line; do
   n=$((n + 1))
-  read -r search scanned fast < <(jq -r '"\(.search) \(.scanned) \(.fast)"' <<<"$line")
+  # one jq per report (a jq per field took seconds of the emulated guest)
+  read -r search scanned fast keys w bad rates < <(jq -r '[.search, .scanned, .fast,
+      (.llcs | keys | map(tonumber) | sort | map(tostring) | join(",")),
+      ([.llcs[].weight] | add),
+      ([.success_rate, .llcs[].success_rate] | map(select(. < 0 or . > 100)) | length),
+      ([.success_rate, [.llcs[].success_rate]] | tojson)] | map(tostring) | join(" ")' <<<"$line")
   if [ "$search" -gt 0 ] && [ "$scanned" -gt 0 ]; then busy=$((busy + 1)); fi
   fast_sum=$((fast_sum + fast))
-  keys=$(jq -r '.llcs | keys | map(tonumber) | sort | map(tostring) | join(",")' <<<"$line")
   [ "$keys" = "$want" ] || fail "report $n: llcs keys '$keys', want '$want'"
-  w=$(jq '[.llcs[].weight] | add' <<<"$line")
   [ "$w" -eq "$ncpu" ] || fail "report $n: LLC weights add up to $w, want $ncpu CPUs"
-  bad=$(jq '[.success_rate, .llcs[].success_rate] | map(select(. < 0 or . > 100)) | length' <<<"$line")
   [ "$bad" -eq 0 ] || fail "report $n: a success_rate is outside 0..=100"
-  ok "report $n: llcs {$keys}, weights sum $w, success rates in 0..=100 ($(jq -c '[.success_rate, [.llcs[].success_rate]]' <<<"$line")); search $search, scanned $scanned"
+  ok "report $n: llcs {$keys}, weights sum $w, success rates in 0..=100 ($rates); search $search, scanned $scanned"
 done < /tmp/mon.json
 expect_eq "monitor --count $MON_N reports" "$n" "$MON_N"
 [ "$busy" -ge "$MON_BUSY" ] ||
@@ -112,9 +114,8 @@ figure loader_cpu_pct "$lpct"
 printf '# per-feature hits over the %s reports (hackbench -g 2, default features):' "$n"
 hits=$(hit_counters)
 [ -n "$hits" ] || fail "--help-stats --json lists no hit_* counter"
-for f in $hits; do
-  printf ' %s=%s' "$f" "$(json_sum /tmp/mon.json "$f")"
-done
+# shellcheck disable=SC2086 # one name per word
+json_sums /tmp/mon.json $hits
 echo
 
 # --- low load: the idle-core search and TTWU_QUEUE_DESCHED --------------------------------
