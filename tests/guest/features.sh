@@ -7,13 +7,13 @@
 #    `scx_sisutil features` and reported by the monitor;
 #  - an unknown name (alone, or after a valid one) fails with exit 1 and one line naming
 #    the valid features, and changes nothing;
-#  - the switch changes behaviour: under overload (stress-ng --cpu 2*nproc + hackbench)
+#  - the switch changes behaviour: under overload (2*nproc CPU hogs + hackbench)
 #    SIS_UTIL skips the LLC scan (scan_skipped > 0, few CPUs scanned per domain search);
 #    with neither SIS_UTIL nor SIS_PROP the scan is unbounded and domain_scanned per
 #    domain_search rises clearly. A third phase (NO_SIS_UTIL SIS_PROP) is measured for
 #    SIS_PROP's hit counter, and a fourth with hackbench alone (default features), where
 #    idle CPUs exist and the other policies can fire. Every phase prints all hit_* counters.
-# The overload is stress-ng --cpu 2*nproc plus one hackbench group (40 tasks) in a loop.
+# The overload is 2*nproc CPU hogs plus one hackbench group (40 tasks) in a loop.
 # Also: `scx_sisutil shadow` refuses beside the running scheduler, in one line (shadow.sh
 # runs with none attached).
 . "$(dirname "$0")/lib.sh"
@@ -21,7 +21,7 @@
 # feature_state NAME: on|off as `scx_sisutil features` lists it.
 feature_state() { scx_sisutil features | awk -v n="$1" '$1 == n { print $2 }'; }
 
-sched_start /tmp/sched.log
+sched_start_nice10 /tmp/sched.log
 
 # --- shadow refuses while a sched_ext scheduler is attached ------------------------------
 # (the fair class does not place those tasks): non-zero exit, one line saying so
@@ -99,10 +99,10 @@ ok "features --preset bogus refused (exit $rc)"
 # The load is heavy for an emulated guest: only the feature switches and the monitors run
 # while it lasts; every jq goes after it.
 scx_sisutil features SIS_UTIL NO_SIS_PROP > /dev/null
-# stress-ng takes seconds (tens on a busy host) to start its workers under TCG: the phases
-# begin once all of them exist, so that every phase measures an overloaded guest (a phase
-# measured while they start would scan a half-idle machine and read as SIS_UTIL not
-# skipping). HANG_S is a hang guard, not a margin.
+# The phases begin once every hog exists and hackbench has completed a run (overload_start),
+# so that every phase measures an overloaded guest (a phase measured while they start would
+# scan a half-idle machine and read as SIS_UTIL not skipping). HANG_S is a hang guard, not a
+# margin.
 overload_start
 sleep 2   # let the utilization filter see the load (PELT's 33.55 ms half-life; plenty)
 

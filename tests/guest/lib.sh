@@ -133,6 +133,7 @@ cleanup() {
     kill -TERM "$p" 2>/dev/null || true
   done
   pkill -TERM stress-ng 2>/dev/null || true
+  [ -z "${HOGS_PID:-}" ] || kill -KILL -- "-$HOGS_PID" 2>/dev/null || true
   if [ -n "$SCHED_PID" ] && kill -0 "$SCHED_PID" 2>/dev/null; then
     kill -CONT "$SCHED_PID" 2>/dev/null || true
     kill -TERM "$SCHED_PID" 2>/dev/null || true
@@ -219,6 +220,20 @@ sched_wait_attached() {
 sched_start() {
   SCHED_LOG=$1; shift
   scx_sisutil "$@" >> "$SCHED_LOG" 2>&1 &
+  sched_started
+}
+# sched_start_nice10 LOG ARGS...: sched_start with the loader at nice -10, for the scripts
+# that read its statistics under overload (features.sh, shards.sh): at nice 0 beside 16 hogs
+# and 40 hackbench tasks its stats server answered the monitor after 5-13 s on 6.12 (the
+# phases took 10-22 guest s for 4 s of reports). What they measure is the BPF side's
+# decisions for the load's wake-ups; the loader only sums the per-CPU counters when asked.
+sched_start_nice10() {
+  SCHED_LOG=$1; shift
+  nice10 scx_sisutil "$@" >> "$SCHED_LOG" 2>&1 &
+  sched_started
+}
+# sched_started: the background job just started is the scheduler; wait until it attached.
+sched_started() {
   SCHED_PID=$!
   sched_wait_attached "after start"
   info "attached after ${ATTACH_S} s: ops $(scx_ops) (pid $SCHED_PID)"
@@ -392,24 +407,48 @@ stress_workers_up() {
   info "stress-ng workers seen (count@s):$STRESS_SEEN"
 }
 
-# overload_start: the overload of features.sh and shards.sh, stress-ng --cpu 2*nproc (in
-# a session of its own, led by OVERLOAD_PID) and one hackbench group (40 tasks) in a loop;
-# returns once all stress-ng workers are up (stress_workers_up). overload_stress_stop ends
-# the stress-ng session (the hackbench loop runs on: hackbench_bg_stop). The hackbench loop
-# starts once the workers are up, and the overload is there once it has completed a run
-# (hackbench_bg_running): started together, the first worker appeared 20 s and the
-# last 40 s after stress-ng under TCG (features_live_6_12, 2026-11-29).
+# hogs_start N: N CPU hogs, each a fork of a small shell running an empty loop (always
+# runnable, never sleeping: what stress-ng --cpu was to the scheduler here), in a process
+# group of their own led by HOGS_PID; returns once all N exist: the leader writes
+# /tmp/hogs.up after its last fork, and a fork that fails ends its shell ("can't fork",
+# exit 2), which fails the wait at once. stress-ng under TCG took 8-72 s to fork 8-16
+# workers (the first 8 s after launch; 72 s for 16 in features_live_6_12 at nice 19 beside
+# two guests, 2026-11-29), with the wait's pgrep every 0.2 s competing with them (one pgrep
+# beside 8 hogs took 5 s); 16 hogs take ~3 s. hogs_stop: SIGKILL of the group (cleanup
+# does it too).
+hogs_up() {
+  [ ! -e /tmp/hogs.up ] || return 0
+  kill -0 "$HOGS_PID" 2>/dev/null || fail "hogs: the shell forking them exited before its last fork"
+  return 1
+}
+hogs_start() {
+  rm -f /tmp/hogs.up
+  # shellcheck disable=SC2016 # expanded by the hogs' shell
+  setsid sh -c 'i=0; while [ "$i" -lt "$1" ]; do (while :; do :; done) & i=$((i + 1)); done
+    : > /tmp/hogs.up; wait' hogs "$1" > /dev/null 2>&1 &
+  HOGS_PID=$!
+  await "hogs: $1 forked" hogs_up
+}
+hogs_stop() {
+  [ -n "${HOGS_PID:-}" ] || return 0
+  kill -KILL -- "-$HOGS_PID" 2>/dev/null || true
+  wait "$HOGS_PID" 2>/dev/null || true
+  HOGS_PID=
+}
+
+# overload_start: the overload of features.sh and shards.sh: one hackbench group (40 tasks)
+# in a loop (hackbench_bg), then 2*nproc CPU hogs (hogs_start); returns once hackbench has
+# completed a run and every hog exists. hackbench goes first: its first run's 40 forks took
+# 20-25 s under TCG beside the hogs, on a guest not yet loaded they are quick.
+# overload_stress_stop ends the hogs (the hackbench loop runs on: hackbench_bg_stop).
 overload_start() {
   local n=$((2 * $(nproc)))
-  info "overload: stress-ng --cpu $n + hackbench -g 1 -l 20 loop"
-  setsid stress-ng --cpu "$n" --timeout 600s > /tmp/stress.log 2>&1 &
-  OVERLOAD_PID=$!
-  bg "$OVERLOAD_PID"
-  stress_workers_up "$n" "$OVERLOAD_PID"
+  info "overload: hackbench -g 1 -l 20 loop + $n CPU hogs"
   hackbench_bg -g 1 -l 20
   hackbench_bg_running
+  hogs_start "$n"
 }
-overload_stress_stop() { kill -TERM -- "-$OVERLOAD_PID"; wait "$OVERLOAD_PID" 2>/dev/null || true; }
+overload_stress_stop() { hogs_stop; }
 
 # hackbench_bg_running: wait until the background loop has completed a run (its tasks are
 # up and waking each other: under TCG the first run's 40 forks can take seconds), HANG_S

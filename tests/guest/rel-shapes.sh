@@ -19,8 +19,8 @@ secs=${1:-10}
 ncpu=$(nproc)
 last=$((ncpu - 1))
 
-# hogs_stop PIDS...: end background CPU hogs and reap them
-hogs_stop() { kill -TERM "$@" 2>/dev/null || true; wait "$@" 2>/dev/null || true; }
+# pids_stop PIDS...: end background CPU hogs and reap them
+pids_stop() { kill -TERM "$@" 2>/dev/null || true; wait "$@" 2>/dev/null || true; }
 
 # with_hackbench WHAT: a hackbench next to the shape; it must complete
 with_hackbench() {
@@ -41,20 +41,14 @@ wait "$p" || fail "stress-ng pinned to cpu$pin_a exited $?"
 sched_alive "after pinned hogs (cpu$pin_a) and a pinned hackbench (cpu$pin_b)"
 
 # --- affinity changed while runnable -------------------------------------------------------
-# --timeout is a hang guard only (hogs_stop ends them): it was secs + 30 = 40 s, and stress-ng
-# forks no more workers once it has run out, so a guest that took longer than that to start
-# all N (8.3-38 s seen for 8 beside two busy guests) never had N, and the wait below failed
-# "8 workers up: not after 120 s" (CI, shapes_6_12, host load 8-13).
-stress-ng --cpu "$ncpu" --timeout 900s > /dev/null 2>&1 &
-p=$!
-# the loop changes the workers' affinity: wait for all of them (not a fixed 1 s: under TCG
-# stress-ng took 16.2 s once to start its workers, and a loop that found none for its
-# whole $secs s would fail "no affinity change took"; hang guard; stress-ng must live)
-stress_workers_up "$ncpu" "$p"
+# ncpu hogs (hogs_start, lib.sh: all up when it returns; the loop changes their affinity, so
+# a loop that found none would fail "no affinity change took"). They were stress-ng --cpu
+# until 2026-11-29: under TCG it took 8.3-38 s to fork 8 workers beside two busy guests.
+hogs_start "$ncpu"
 changes=0
 end=$(deadline_in "$secs")
 while before "$end"; do
-  for w in $(pgrep -P "$p" stress-ng || true); do
+  for w in $(pgrep -P "$HOGS_PID" || true); do
     case $((RANDOM % 3)) in
       0) mask=$((RANDOM % ncpu)) ;;                                  # one CPU
       1) mask=$((RANDOM % ncpu)),$(( (RANDOM % ncpu) )) ;;           # two (maybe the same)
@@ -64,7 +58,7 @@ while before "$end"; do
   done
 done
 with_hackbench affinity
-hogs_stop "$p"
+hogs_stop
 [ "$changes" -gt 0 ] || fail "no affinity change took"
 figure affinity_changes "$changes"
 sched_alive "after $changes affinity changes of running hogs"
@@ -101,14 +95,14 @@ for p in "${pids[@]}"; do
   read -r -a f < "/proc/$p/stat"; t=$((f[13] + f[14]))
   [ "$t" -gt 0 ] || starved=$((starved + 1))
 done
-hogs_stop "${pids[@]}"
+pids_stop "${pids[@]}"
 renice 0 -p $$ > /dev/null || fail "cannot renice the test script back to 0"
 figure nice_hogs_without_cpu_time "$starved"
 sched_alive "after 40 hogs at nice -20..19"
 
 # --- SCHED_BATCH and SCHED_IDLE -------------------------------------------------------------
 command -v chrt > /dev/null || fail "chrt missing in the guest"
-# --timeout is a hang guard only (they run beside a hackbench, then hogs_stop ends them): with
+# --timeout is a hang guard only (they run beside a hackbench, then pids_stop ends them): with
 # --timeout $secs they could end, on a slow guest, between the wait below and the check of
 # their policy, whose `chrt -p` then failed (proof round at host load 13: "policy of the
 # idle hogs: got 'FAIL: command failed'")
@@ -126,7 +120,7 @@ expect_eq "policy of the idle hogs" "$pol_i" SCHED_IDLE
 with_hackbench policies
 kill -0 "$pb" 2>/dev/null || fail "the SCHED_BATCH stress-ng ended before its stop"
 kill -0 "$pi" 2>/dev/null || fail "the SCHED_IDLE stress-ng ended before its stop"
-hogs_stop "$pb" "$pi"
+pids_stop "$pb" "$pi"
 sched_alive "after SCHED_BATCH and SCHED_IDLE hogs"
 
 # --- tasks exiting around their wake-up ------------------------------------------------------

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
 #
 # shards.sh   (guest side of tests/vm.rs shards_live_*)
-# LLC_SHARDS switched live under overload (stress-ng --cpu 2*nproc + a hackbench loop), on
+# LLC_SHARDS switched live under overload (2*nproc CPU hogs + a hackbench loop), on
 # a scheduler started with --shard-cpus 2 (each LLC's queue in shards of 2 CPUs):
 #  - on: the LLC queues still serve (dispatch_llc grows), the scheduler stays attached;
 #  - off for 40 s, longer than sched_ext's watchdog (30 s): the tasks the feature left in
@@ -12,13 +12,12 @@
 
 feature_state() { scx_sisutil features | awk -v n="$1" '$1 == n { print $2 }'; }
 
-sched_start /tmp/sched.log --shard-cpus 2
+sched_start_nice10 /tmp/sched.log --shard-cpus 2
 expect_eq "LLC_SHARDS at start (off in every preset)" "$(feature_state LLC_SHARDS)" off
 
 # The overload is the precondition of the dispatch_llc check (tasks queue in the LLC's DSQ
-# only when no CPU is idle): wait for all 2N stress-ng workers and hackbench's first run,
-# not a fixed 2 s (under TCG stress-ng took 16.2 s once to start its workers; HANG_S guard):
-# overload_start waits for both.
+# only when no CPU is idle): wait for hackbench's first run and all 2N hogs, not a fixed
+# 2 s (HANG_S guard): overload_start waits for both.
 overload_start
 
 scx_sisutil features LLC_SHARDS > /dev/null

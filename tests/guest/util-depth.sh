@@ -5,7 +5,7 @@
 # The loader's SIS_UTIL depth follows the load, as seen through `monitor --json`
 # (llcs[*].nr_idle_scan, sampled every 0.5 s):
 #   idle guest           every LLC at nr_idle_scan == weight within IDLE_LIMIT s of attach
-#   stress-ng --cpu N    every LLC at 0 within IN_LIMIT s of its N workers starting to run
+#   N CPU hogs           every LLC at 0 within IN_LIMIT s of the N hogs starting to run
 #                        (SIGCONT, see below), and 0 while they run (at least MIN_LOADED
 #                        reports, at most a fifth of them not 0)
 #   load SIGSTOPped / SIGKILLed: every LLC back at its weight within OUT_LIMIT s
@@ -107,33 +107,30 @@ wait_reports() {
 
 sleep "$IDLE_SECS"
 wait_reports 2 "$(plus "$t_attach" "$IDLE_LIMIT")" "from $IDLE_LIMIT s after attach"
-# The load must start at a known moment, but stress-ng takes seconds (tens on a busy host)
-# to start its workers under TCG. So: start it, SIGSTOP its process group once all N
-# workers exist (setsid gave it one), let the guest go idle again, then SIGCONT: N running
-# workers at once. SIGKILL of the group ends the load at once too.
-setsid stress-ng --cpu "$ncpu" --timeout 300s > /tmp/stress.log 2>&1 &
-stress_pid=$!
+# The load must start at a known moment, but forking N hogs under TCG takes time of its own
+# (stress-ng, until 2026-11-29, took seconds, tens on a busy host, to start its workers). So:
+# start them (hogs_start: a session of their own, all up when it returns), SIGSTOP the group,
+# let the guest go idle again, then SIGCONT: N running hogs at once. SIGKILL of the group
+# ends the load at once too.
 t_launch=$(now)
-bg "$stress_pid"
-stress_workers_up "$ncpu" "$stress_pid"
-kill -STOP -- "-$stress_pid"
+hogs_start "$ncpu"
+kill -STOP -- "-$HOGS_PID"
 t_stop=$(now)
-info "stress-ng: $ncpu workers up $(rel "$t_launch" "$t_stop") s after launch; stopped"
+info "$ncpu hogs up $(rel "$t_launch" "$t_stop") s after launch; stopped"
 sleep "$PAUSE_SECS"
 wait_reports 2 "$(plus "$t_stop" "$OUT_LIMIT")" "from $OUT_LIMIT s after SIGSTOP"
-kill -CONT -- "-$stress_pid"
+kill -CONT -- "-$HOGS_PID"
 t_load=$(now)
 sleep "$load_secs"
 # the zero is due by the second report from IN_LIMIT on; MIN_LOADED more must follow it
 wait_reports $((MIN_LOADED + 1)) "$(plus "$t_load" "$IN_LIMIT")" "from $IN_LIMIT s after SIGCONT"
-kill -KILL -- "-$stress_pid"
+hogs_stop
 t_off=$(now)
-wait "$stress_pid" 2>/dev/null || true
 sleep "$AFTER_SECS"
 wait_reports 2 "$(plus "$t_off" "$OUT_LIMIT")" "from $OUT_LIMIT s after the kill"
 
 print_series
-echo "#   stress-ng launched at $(rel "$t_attach" "$t_launch") s, SIGSTOP at $(rel "$t_attach" "$t_stop") s, SIGCONT (load on) at $(rel "$t_attach" "$t_load") s, SIGKILL at $(rel "$t_attach" "$t_off") s"
+echo "#   hogs launched at $(rel "$t_attach" "$t_launch") s, SIGSTOP at $(rel "$t_attach" "$t_stop") s, SIGCONT (load on) at $(rel "$t_attach" "$t_load") s, SIGKILL at $(rel "$t_attach" "$t_off") s"
 n_rows=$(wc -l < /tmp/rows)
 [ "$n_rows" -ge 10 ] || fail "only $n_rows monitor reports in $((IDLE_SECS + load_secs + AFTER_SECS)) s"
 
@@ -161,7 +158,7 @@ reached saturated zero "$t_load" "$(limit_for "$IN_LIMIT" "$t_load")" SIGCONT
 d_in=$REACHED_S t_zero=$REACHED_T
 # While loaded, the depth stays at 0: count the reports between t_zero and the kill that are
 # not 0 everywhere (printed, and one of them, or at most a fifth when there are more than 5,
-# may differ: one report lands while stress-ng forks or dies).
+# may differ: one report lands while the hogs start or die).
 read -r n_load n_bad < <(awk -v a="$t_zero" -v b="$t_off" '
   $1 >= a && $1 < b { n++; for (i = 2; i + 1 <= NF; i += 3) if ($i != 0) { bad++; break } }
   END { print n + 0, bad + 0 }' /tmp/rows)
