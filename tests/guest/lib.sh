@@ -229,7 +229,11 @@ sched_start() {
 # decisions for the load's wake-ups; the loader only sums the per-CPU counters when asked.
 sched_start_nice10() {
   SCHED_LOG=$1; shift
-  nice10 scx_sisutil "$@" >> "$SCHED_LOG" 2>&1 &
+  # not the nice10 function: `FUNCTION &` runs in a forked bash, whose pid $! would be (its
+  # child sh execs the scheduler), and SIGTERM would end that bash, not the scheduler
+  # shellcheck disable=SC2016 # expanded by sh
+  sh -c 'renice -n -10 -p $$ > /dev/null || exit 127; exec "$@"' nice10 \
+    scx_sisutil "$@" >> "$SCHED_LOG" 2>&1 &
   sched_started
 }
 # sched_started: the background job just started is the scheduler; wait until it attached.
