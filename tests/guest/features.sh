@@ -118,7 +118,7 @@ measure none NO_SIS_UTIL NO_SIS_PROP
 measure sisprop NO_SIS_UTIL SIS_PROP
 scx_sisutil features SIS_UTIL NO_SIS_PROP > /dev/null
 
-overload_stress_stop
+hogs_stop
 # Under overload most policies never fire (no idle CPU anywhere): a fourth measurement with
 # hackbench alone and the default (patched) features gives their hit counters a chance.
 sleep 1

@@ -231,9 +231,7 @@ sched_start_nice10() {
   SCHED_LOG=$1; shift
   # not the nice10 function: `FUNCTION &` runs in a forked bash, whose pid $! would be (its
   # child sh execs the scheduler), and SIGTERM would end that bash, not the scheduler
-  # shellcheck disable=SC2016 # expanded by sh
-  sh -c 'renice -n -10 -p $$ > /dev/null || exit 127; exec "$@"' nice10 \
-    scx_sisutil "$@" >> "$SCHED_LOG" 2>&1 &
+  sh -c "$NICE10_SH" nice10 scx_sisutil "$@" >> "$SCHED_LOG" 2>&1 &
   sched_started
 }
 # sched_started: the background job just started is the scheduler; wait until it attached.
@@ -444,7 +442,7 @@ hogs_stop() {
 # in a loop (hackbench_bg), then 2*nproc CPU hogs (hogs_start); returns once hackbench has
 # completed a run and every hog exists. hackbench goes first: its first run's 40 forks took
 # 20-25 s under TCG beside the hogs, on a guest not yet loaded they are quick.
-# overload_stress_stop ends the hogs (the hackbench loop runs on: hackbench_bg_stop).
+# hogs_stop ends the hogs (the hackbench loop runs on: hackbench_bg_stop).
 overload_start() {
   local n=$((2 * $(nproc)))
   info "overload: hackbench -g 1 -l 20 loop + $n CPU hogs"
@@ -452,7 +450,6 @@ overload_start() {
   hackbench_bg_running
   hogs_start "$n"
 }
-overload_stress_stop() { hogs_stop; }
 
 # hackbench_bg_running: wait until the background loop has completed a run (its tasks are
 # up and waking each other: under TCG the first run's 40 forks can take seconds), HANG_S
@@ -487,9 +484,12 @@ hackbench_bg_stop() {
   rm -f /tmp/vmtest-stop
 }
 
-# nice10 CMD...: run CMD at nice -10 (busybox has renice, not nice).
+# nice10 CMD...: run CMD at nice -10 (busybox has renice, not nice): NICE10_SH, an sh
+# script that renices itself and execs its arguments (sched_start_nice10 runs it too).
+# shellcheck disable=SC2016 # expanded by sh
+readonly NICE10_SH='renice -n -10 -p $$ > /dev/null || exit 127; exec "$@"'
 nice10() {
-  sh -c 'renice -n -10 -p $$ > /dev/null || exit 127; exec "$@"' nice10 "$@"
+  sh -c "$NICE10_SH" nice10 "$@"
 }
 
 # ---------------------------------------------------------------------------------------

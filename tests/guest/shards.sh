@@ -43,7 +43,7 @@ for _ in 1 2 3 4 5; do
 done
 sched_alive "after ten switches"
 
-overload_stress_stop
+hogs_stop
 hackbench_bg_stop
 on=$(json_sum /tmp/m_on.json dispatch_llc)
 awk_true "$on > 0" || fail "LLC_SHARDS on: dispatch_llc = $on"

@@ -124,8 +124,9 @@ t_load=$(now)
 sleep "$load_secs"
 # the zero is due by the second report from IN_LIMIT on; MIN_LOADED more must follow it
 wait_reports $((MIN_LOADED + 1)) "$(plus "$t_load" "$IN_LIMIT")" "from $IN_LIMIT s after SIGCONT"
-hogs_stop
+kill -KILL -- "-$HOGS_PID"
 t_off=$(now)
+hogs_stop
 sleep "$AFTER_SECS"
 wait_reports 2 "$(plus "$t_off" "$OUT_LIMIT")" "from $OUT_LIMIT s after the kill"
 
